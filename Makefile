@@ -1,0 +1,33 @@
+# The verbs a newcomer looks for. `make run` needs nothing but Python 3.11.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test worker lint bench
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+run: export DEBUG ?= true
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_demo
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+test: install
+	$(PY) -m pytest
+
+worker: install
+	$(PY) -m celery -A driftless worker --loglevel=info
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

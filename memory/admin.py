@@ -1,0 +1,239 @@
+"""Django admin for operators: inspect everything, change little.
+
+What only the system writes (sequence numbers, token usage, manual-set flags, audit
+rows) is read-only here.
+"""
+
+from django.contrib import admin
+from django.db.models import Count, Sum
+
+from memory.models import (
+    Agent,
+    ImportantInfo,
+    MemoryDecision,
+    Message,
+    Notes,
+    Organization,
+    Session,
+    Topic,
+)
+
+
+class MemoryStateFilter(admin.SimpleListFilter):
+    title = "memory state"
+    parameter_name = "memory_state"
+
+    def lookups(self, request, model_admin):
+        return [("none", "Not in memory"), ("promoted", "Promoted"), ("deprecated", "Deprecated")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "none":
+            return queryset.filter(keep_in_memory=False, deprecated=False)
+        if self.value() == "promoted":
+            return queryset.filter(keep_in_memory=True, deprecated=False)
+        if self.value() == "deprecated":
+            return queryset.filter(deprecated=True)
+        return queryset
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    filter_horizontal = ["members"]
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "organization", "model_name", "memory_token_budget", "created_at"]
+    list_filter = ["organization"]
+    search_fields = ["name", "soul", "skills"]
+
+
+class TopicInline(admin.TabularInline):
+    model = Topic
+    fields = ["title", "memory_state_label", "is_active", "origin", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    @admin.display(description="memory")
+    def memory_state_label(self, topic):
+        return topic.memory_state.label
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "user",
+        "agent",
+        "organization",
+        "message_count",
+        "cache_hit_rate",
+        "updated_at",
+    ]
+    list_filter = ["agent", "organization", "user"]
+    search_fields = ["title", "user__username", "agent__name"]
+    readonly_fields = [
+        "message_count",
+        "drift_result",
+        "cache_hit_rate",
+        "created_at",
+        "updated_at",
+    ]
+    inlines = [TopicInline]
+
+    @admin.display(description="cache hits (cached / prompt tokens)")
+    def cache_hit_rate(self, session):
+        usage = session.messages.aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"))
+        prompt, cached = usage["prompt"] or 0, usage["cached"] or 0
+        return f"{cached} / {prompt} ({cached / prompt:.0%})" if prompt else "–"
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    fields = [
+        "seq",
+        "role",
+        "content",
+        "tool_name",
+        "tool_call_id",
+        "prompt_tokens",
+        "cached_tokens",
+        "completion_tokens",
+    ]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["seq"]
+
+
+class NotesInline(admin.StackedInline):
+    model = Notes
+    fields = ["content", "archived", "archived_at", "updated_at"]
+    readonly_fields = ["archived", "archived_at", "updated_at"]
+    extra = 0
+
+
+class MemoryDecisionInline(admin.TabularInline):
+    model = MemoryDecision
+    fields = ["created_at", "actor", "user", "from_state", "to_state"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Topic)
+class TopicAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "session",
+        "memory_state_label",
+        "is_active",
+        "origin",
+        "message_total",
+        "created_at",
+    ]
+    list_filter = [
+        MemoryStateFilter,
+        "is_active",
+        "deprecated",
+        "origin",
+        "session__agent",
+        "session__organization",
+        "session__user",
+    ]
+    search_fields = ["title", "summary", "messages__content"]
+    readonly_fields = [
+        "session",
+        "keep_in_memory",
+        "keep_in_memory_manually_set",
+        "deprecated",
+        "deprecated_manually_set",
+        "memory_changed_at",
+        "is_active",
+        "origin",
+        "forked_from",
+        "evaluated_through_seq",
+        "summarized_at",
+        "created_at",
+        "closed_at",
+    ]
+    inlines = [MessageInline, NotesInline, MemoryDecisionInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(message_total=Count("messages"))
+
+    @admin.display(description="memory")
+    def memory_state_label(self, topic):
+        return topic.memory_state.label
+
+    @admin.display(description="messages", ordering="message_total")
+    def message_total(self, topic):
+        return topic.message_total
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = [
+        "seq",
+        "role",
+        "session",
+        "topic",
+        "short_content",
+        "prompt_tokens",
+        "cached_tokens",
+        "created_at",
+    ]
+    list_filter = ["role", "session__agent", "session__organization", "session__user"]
+    search_fields = ["content", "tool_name"]
+    readonly_fields = [
+        "session",
+        "topic",
+        "seq",
+        "role",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "model_name",
+        "prompt_tokens",
+        "cached_tokens",
+        "completion_tokens",
+        "created_at",
+    ]
+
+    @admin.display(description="content")
+    def short_content(self, message):
+        return message.content[:80]
+
+
+@admin.register(Notes)
+class NotesAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "archived", "updated_at"]
+    list_filter = ["archived", "topic__session__agent", "topic__session__user"]
+    search_fields = ["content", "topic__title"]
+    readonly_fields = ["topic", "archived", "archived_at", "created_at", "updated_at"]
+
+
+@admin.register(ImportantInfo)
+class ImportantInfoAdmin(admin.ModelAdmin):
+    list_display = ["user", "agent", "organization", "updated_at"]
+    list_filter = ["agent", "organization", "user"]
+    search_fields = ["user__username", "agent__name"]
+    readonly_fields = ["user", "agent", "organization", "updated_at"]
+
+
+@admin.register(MemoryDecision)
+class MemoryDecisionAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor", "user", "topic_title", "from_state", "to_state"]
+    list_filter = ["actor", "to_state", "topic__session__agent", "topic__session__organization"]
+    search_fields = ["topic_title", "topic__title"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,352 @@
+"""The memory domain: organizations, agents, sessions, topics, messages, notes,
+durable facts, and the audit trail of memory decisions.
+
+Invariants the database enforces (not just the code): one active topic per session,
+one active notes document per topic, one facts document per (user, agent,
+organization), and a message's per-session sequence number is unique.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+DEFAULT_MEMORY_TOKEN_BUDGET = 1500
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(unique=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, related_name="organizations", blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentQuerySet(models.QuerySet):
+    def usable_by(self, user) -> AgentQuerySet:
+        """Agents of the organizations the user belongs to."""
+        return self.filter(organization__members=user).distinct()
+
+
+class Agent(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    soul = models.TextField(
+        "SOUL identity", help_text="Who the agent is: the first block of every context stack."
+    )
+    skills = models.TextField(blank=True, help_text="What the agent is good at, in plain text.")
+    model_name = models.CharField(
+        max_length=200, blank=True, help_text="Chat model; blank uses DRIFTLESS_MODEL."
+    )
+    temperature = models.FloatField(null=True, blank=True)
+    mcp_servers = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='MCP servers: [{"name": "files", "command": ["python", "server.py"]} '
+        'or {"name": "web", "url": "http://127.0.0.1:9000/mcp"}].',
+    )
+    memory_token_budget = models.PositiveIntegerField(
+        default=DEFAULT_MEMORY_TOKEN_BUDGET,
+        help_text="Approximate token cap of the persistent-memory block (oldest dropped first).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AgentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["organization__name", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="agent_name_unique_in_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SessionQuerySet(models.QuerySet):
+    def owned_by(self, user) -> SessionQuerySet:
+        return self.filter(user=user)
+
+    def start(self, *, user, agent: Agent, title: str = "") -> Session:
+        """A new session with its first, active topic."""
+        with transaction.atomic():
+            session = self.create(
+                user=user, agent=agent, organization_id=agent.organization_id, title=title
+            )
+            Topic.objects.create(session=session, origin=Topic.Origin.FIRST)
+        return session
+
+    def in_scope(self, *, agent_id: int, user_id: int, organization_id: int) -> SessionQuerySet:
+        return self.filter(agent_id=agent_id, user_id=user_id, organization_id=organization_id)
+
+
+class Session(models.Model):
+    """One conversation of one user with one agent inside one organization."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="sessions"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    message_count = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Messages so far; the next one gets this plus one."
+    )
+    drift_result = models.CharField(
+        max_length=300, blank=True, help_text="Latest drift verdict, shown in the context stack."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["agent", "user", "organization"], name="session_scope_idx")]
+
+    def __str__(self) -> str:
+        return self.title or f"Session {self.pk}"
+
+    @property
+    def memory_scope_key(self) -> str:
+        """The ``agentId:userId:orgId`` scope of persistent memory and durable facts."""
+        return f"{self.agent_id}:{self.user_id}:{self.organization_id}"
+
+    @property
+    def prompt_cache_key(self) -> str:
+        """Identical for every session of one scope, so their stable prefix shares a cache."""
+        return f"driftless:{self.memory_scope_key}"
+
+    def active_topic(self) -> Topic:
+        return self.topics.get(is_active=True)
+
+    def append_message(self, *, topic: Topic | None = None, **fields) -> Message:
+        """Add a message at the end of the session, in the active topic by default.
+
+        The session row is locked while the sequence number is taken, so concurrent
+        writers (a streaming reply, a tool result, a second tab) never collide.
+        """
+        with transaction.atomic():
+            # The UPDATE locks the session row until commit; a fork takes the same lock
+            # first, so the active topic read below cannot change under us.
+            Session.objects.filter(pk=self.pk).update(
+                message_count=F("message_count") + 1, updated_at=timezone.now()
+            )
+            self.message_count = Session.objects.values_list("message_count", flat=True).get(
+                pk=self.pk
+            )
+            if topic is None:
+                topic = Topic.objects.get(session_id=self.pk, is_active=True)
+            return Message.objects.create(
+                session=self, topic=topic, seq=self.message_count, **fields
+            )
+
+
+class MemoryState(models.TextChoices):
+    """The tri-state of the brain icon."""
+
+    NONE = "none", "Not in memory (gray)"
+    PROMOTED = "promoted", "Promoted (teal)"
+    DEPRECATED = "deprecated", "Deprecated (red)"
+
+
+class TopicQuerySet(models.QuerySet):
+    def in_scope(self, *, agent_id: int, user_id: int, organization_id: int) -> TopicQuerySet:
+        return self.filter(
+            session__agent_id=agent_id,
+            session__user_id=user_id,
+            session__organization_id=organization_id,
+        )
+
+    def in_memory(self) -> TopicQuerySet:
+        """Topics that show in persistent memory: promoted or deprecated."""
+        return self.filter(Q(keep_in_memory=True) | Q(deprecated=True))
+
+    def owned_by(self, user) -> TopicQuerySet:
+        return self.filter(session__user=user)
+
+
+class Topic(models.Model):
+    class Origin(models.TextChoices):
+        FIRST = "first", "First topic of the session"
+        USER = "user", "Started by the user"
+        DRIFT = "drift", "Drift fork"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="topics")
+    title = models.CharField(max_length=200, blank=True)
+    summary = models.TextField(blank=True)
+    keep_in_memory = models.BooleanField(default=False)
+    keep_in_memory_manually_set = models.BooleanField(default=False)
+    deprecated = models.BooleanField(default=False)
+    deprecated_manually_set = models.BooleanField(default=False)
+    memory_changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the topic last entered persistent memory (FIFO order).",
+    )
+    is_active = models.BooleanField(default=True)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.FIRST)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    evaluated_through_seq = models.PositiveIntegerField(
+        default=0, help_text="Sequence number of the last message the pipeline evaluated."
+    )
+    summarized_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TopicQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["session", "created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(is_active=True),
+                name="one_active_topic_per_session",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["session", "memory_changed_at"],
+                condition=Q(keep_in_memory=True) | Q(deprecated=True),
+                name="topic_in_memory_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"Topic {self.pk}"
+
+    @property
+    def memory_state(self) -> MemoryState:
+        if self.deprecated:
+            return MemoryState.DEPRECATED
+        if self.keep_in_memory:
+            return MemoryState.PROMOTED
+        return MemoryState.NONE
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool result"
+        ERROR = "error", "Error record (never sent to the model)"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField(help_text="Per-session order; never changes.")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(
+        default=list, blank=True, help_text="OpenAI-style tool calls of an assistant message."
+    )
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique_in_session")
+        ]
+        indexes = [models.Index(fields=["topic", "-seq"], name="message_topic_trailing_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.role}"
+
+
+class Notes(models.Model):
+    """A topic's scratchpad. Archived documents are kept but never injected."""
+
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="notes")
+    content = models.TextField(blank=True)
+    archived = models.BooleanField(default=False)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "notes"
+        ordering = ["topic", "created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["topic"],
+                condition=Q(archived=False),
+                name="one_active_notes_per_topic",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Notes of {self.topic}" + (" (archived)" if self.archived else "")
+
+
+class ImportantInfo(models.Model):
+    """Durable facts: one key-value document per (user, agent, organization)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="important_info"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="important_info")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="important_info"
+    )
+    data = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "important info"
+        verbose_name_plural = "important info"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "agent", "organization"], name="one_facts_document_per_scope"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Facts of {self.user} with {self.agent}"
+
+
+class MemoryDecision(models.Model):
+    """Audit trail: who moved which topic from which memory state to which."""
+
+    class Actor(models.TextChoices):
+        USER = "user", "User"
+        AGENT = "agent", "Agent"
+        SUMMARIZER = "summarizer", "Summarizer"
+
+    topic = models.ForeignKey(
+        Topic, null=True, on_delete=models.SET_NULL, related_name="memory_decisions"
+    )
+    topic_title = models.CharField(max_length=200, blank=True, help_text="Title at the time.")
+    actor = models.CharField(max_length=12, choices=Actor.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    from_state = models.CharField(max_length=12, choices=MemoryState.choices)
+    to_state = models.CharField(max_length=12, choices=MemoryState.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.actor}: {self.from_state} → {self.to_state} ({self.topic_title})"

@@ -1,0 +1,77 @@
+"""Shared fixtures: personas, scope builders and service checks."""
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+
+from memory.models import Agent, Organization, Session
+
+pytest_plugins = ["tests.fake_openai"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip service-bound tests, with the reason, where the service is not reachable;
+    run browser tests last (Playwright's sync API leaves an event loop behind)."""
+    for item in items:
+        for service in ("postgres", "redis"):
+            if item.get_closest_marker(service) and not settings.SERVICES[service]:
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"{service} is not reachable on 127.0.0.1; ran embedded"
+                    )
+                )
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache (only this run's keys are touched)."""
+    if hasattr(cache, "delete_pattern"):
+        cache.delete_pattern("*")
+    else:
+        cache.clear()
+    yield
+
+
+@pytest.fixture
+def organization(db):
+    return Organization.objects.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def agent(organization):
+    return Agent.objects.create(
+        organization=organization, name="Drift", soul="You are Drift.", skills="Remembering."
+    )
+
+
+def make_user(username: str, organization: Organization | None = None):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    if organization is not None:
+        organization.members.add(user)
+    return user
+
+
+@pytest.fixture
+def alice(organization):
+    """Owns the sessions under test."""
+    return make_user("alice", organization)
+
+
+@pytest.fixture
+def bob(organization):
+    """A member of the same organization: still a stranger to alice's sessions."""
+    return make_user("bob", organization)
+
+
+@pytest.fixture
+def charlie(db):
+    """Belongs to no organization at all."""
+    return make_user("charlie")
+
+
+@pytest.fixture
+def session(alice, agent) -> Session:
+    return Session.objects.start(user=alice, agent=agent)

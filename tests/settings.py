@@ -1,0 +1,59 @@
+"""Settings for the test suite: the real services when they are reachable.
+
+PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) are used when they answer;
+otherwise the suite runs on the embedded default and tests marked ``postgres`` or
+``redis`` are skipped with a reason. Under ``CI=true`` a missing service is an error.
+"""
+
+import os
+import socket
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+SERVICES = {
+    "postgres": _reachable("127.0.0.1", 5432),
+    "redis": _reachable("127.0.0.1", 6379),
+}
+if CI and not all(SERVICES.values()):
+    missing = ", ".join(name for name, up in SERVICES.items() if not up)
+    raise RuntimeError(f"CI=true but these services are not reachable: {missing}")
+
+os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
+os.environ.pop("OPENAI_API_KEY", None)
+os.environ.pop("OPENAI_BASE_URL", None)
+if SERVICES["postgres"]:
+    os.environ["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/driftless"
+else:
+    os.environ.pop("DATABASE_URL", None)
+if SERVICES["redis"]:
+    os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/11"
+else:
+    os.environ.pop("REDIS_URL", None)
+
+from driftless.settings import *  # noqa: E402, F403
+from driftless.settings import CACHES, CHANNEL_LAYERS, DATABASES  # noqa: E402
+
+# Several test runs may share one Redis (parallel developers, a dev worker): each run
+# gets its own key prefix, channel prefix and Celery queue, and its own Redis databases.
+_RUN = f"test{os.getpid()}"
+if SERVICES["postgres"]:
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DRIFTLESS_TEST_DB", "test_driftless")}
+if SERVICES["redis"]:
+    CACHES["default"]["KEY_PREFIX"] = _RUN
+    CHANNEL_LAYERS["default"]["CONFIG"] = {
+        "hosts": ["redis://127.0.0.1:6379/12"],
+        "prefix": _RUN,
+    }
+    CELERY_BROKER_URL = "redis://127.0.0.1:6379/13"
+CELERY_TASK_DEFAULT_QUEUE = _RUN
+# Tests run tasks in-process unless a test starts a real worker (see tests/test_celery_*).
+CELERY_TASK_ALWAYS_EAGER = True
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
