@@ -1,0 +1,1 @@
+"""The REST API under /agents-api/, split by workflow; every view is scoped to the caller."""

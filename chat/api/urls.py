@@ -1,0 +1,12 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from chat.api import context, evaluation, memory, sessions
+
+urlpatterns = [
+    *sessions.urlpatterns,
+    *memory.urlpatterns,
+    *context.urlpatterns,
+    *evaluation.urlpatterns,
+    path("schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
+]
