@@ -274,6 +274,15 @@ class Message(models.Model):
         return f"#{self.seq} {self.role}"
 
 
+class NotesQuerySet(models.QuerySet):
+    def active(self) -> NotesQuerySet:
+        return self.filter(archived=False)
+
+    def archive(self) -> int:
+        """Take documents out of the context; they stay on disk for traceability."""
+        return self.filter(archived=False).update(archived=True, archived_at=timezone.now())
+
+
 class Notes(models.Model):
     """A topic's scratchpad. Archived documents are kept but never injected."""
 
@@ -283,6 +292,8 @@ class Notes(models.Model):
     archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = NotesQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "notes"
