@@ -1,0 +1,381 @@
+"""A scripted OpenAI-compatible HTTP server for the test suite, and its pytest fixture.
+
+The `openai` 3.x client talks through httpx2, which respx-style mocks cannot see, so the
+tests run a real (tiny) server on 127.0.0.1 instead: the real client code, SSE parsing,
+timeouts and error mapping all run exactly as in production.
+
+Tests script the answers: each `reply_*`, `fail`, `hang` or `fail_mid_stream` call queues
+one response, served in order to the next requests (streaming or not, whichever the
+request asks for). When the queue is empty the server answers `default_text`.
+
+    def test_summary(fake_openai):
+        fake_openai.reply_json({"title": "Trip", "summary": "...", "include_in_memory": True})
+        ...
+        assert fake_openai.requests[0]["response_format"] == {"type": "json_object"}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import pytest
+
+from memory.llm import Usage, clear_client_cache
+
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+# How often the server loop checks for shutdown: bounds how long close() takes.
+_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class _Script:
+    """One queued response."""
+
+    content: str = ""
+    tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, raw arguments)
+    usage: Usage | None = None
+    status: int = 200
+    error_message: str = ""
+    delay: float = 0.0
+    cut_after: int | None = None  # break the response after this many text deltas
+    cut_mode: Literal["drop", "garbage", "end"] = "drop"
+
+
+class FakeOpenAI:
+    """The scripted server. Constructing it starts it; `close()` stops it.
+
+    `requests` holds the parsed JSON bodies received, in order, and `headers` their
+    headers (lower-cased names), so tests can assert on what the client sent.
+    """
+
+    def __init__(self, *, default_text: str = "Hello from the fake model.") -> None:
+        self.default_text = default_text
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
+        self._queue: deque[_Script] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._call_count = 0
+        handler = type("Handler", (_ChatHandler,), {"fake": self})
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            args=(_POLL_SECONDS,),
+            name="fake-openai",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def pending(self) -> int:
+        """How many queued responses have not been served yet."""
+        with self._lock:
+            return len(self._queue)
+
+    # --- scripting -----------------------------------------------------------------
+
+    def reply_text(self, content: str, *, usage: Usage | None = None, delay: float = 0.0) -> None:
+        """Queue a plain assistant answer (streamed word by word when streaming)."""
+        self._push(_Script(content=content, usage=usage, delay=delay))
+
+    def reply_json(self, obj: Any, *, usage: Usage | None = None, delay: float = 0.0) -> None:
+        """Queue an answer whose content is `json.dumps(obj)` (for JSON-mode calls)."""
+        self.reply_text(json.dumps(obj), usage=usage, delay=delay)
+
+    def reply_raw_content(self, content: str, *, usage: Usage | None = None) -> None:
+        """Queue an answer with arbitrary content, e.g. not-JSON for a JSON-mode call."""
+        self.reply_text(content, usage=usage)
+
+    def reply_tool_calls(
+        self,
+        calls: Sequence[tuple[str, dict | str]],
+        *,
+        content: str = "",
+        usage: Usage | None = None,
+        delay: float = 0.0,
+    ) -> tuple[str, ...]:
+        """Queue an answer with tool calls; returns their ids ("call_1", "call_2", ...).
+
+        A dict argument is sent as JSON; a str is sent verbatim (to test malformed
+        arguments).
+        """
+        with self._lock:
+            first = self._call_count + 1
+            self._call_count += len(calls)
+        scripted = tuple(
+            (f"call_{first + offset}", name, args if isinstance(args, str) else json.dumps(args))
+            for offset, (name, args) in enumerate(calls)
+        )
+        self._push(_Script(content=content, tool_calls=scripted, usage=usage, delay=delay))
+        return tuple(call_id for call_id, _, _ in scripted)
+
+    def fail(self, status: int = 500, message: str = "fake server error") -> None:
+        """Queue an HTTP error with an OpenAI-style error body."""
+        self._push(_Script(status=status, error_message=message))
+
+    def hang(self, seconds: float) -> None:
+        """Queue a response that waits `seconds` before answering, to provoke timeouts."""
+        self._push(_Script(content=self.default_text, delay=seconds))
+
+    def fail_mid_stream(
+        self,
+        *,
+        content: str = "this answer is cut off before it ends",
+        after: int = 2,
+        mode: Literal["drop", "garbage", "end"] = "drop",
+    ) -> None:
+        """Queue a response that breaks after `after` text deltas.
+
+        "drop" closes the connection mid-body; "garbage" sends a chunk that is not JSON;
+        "end" ends the body cleanly but early (no finish reason, no [DONE]), as a proxy
+        that gave up would. Non-streaming, "garbage" and "end" send half the JSON body.
+        """
+        self._push(_Script(content=content, cut_after=after, cut_mode=mode))
+
+    def close(self) -> None:
+        """Stop serving; wakes any response still sleeping in `hang`."""
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    # --- serving -------------------------------------------------------------------
+
+    def _push(self, script: _Script) -> None:
+        with self._lock:
+            self._queue.append(script)
+
+    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+        """Record the request and pop the response scripted for it."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            if self._queue:
+                return self._queue.popleft()
+        return _Script(content=self.default_text)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Do not wait on closing for threads parked on idle keep-alive connections.
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hung up (timeouts, cut streams); report anything else."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, like a real endpoint
+    fake: FakeOpenAI
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output clean."""
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.split("?")[0] not in CHAT_PATHS:
+            self._send_json(404, _error_body(f"no route for {self.path}"))
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send_json(400, _error_body("request body is not JSON"))
+            return
+        script = self.fake._take(body, {k.lower(): v for k, v in self.headers.items()})
+        if script.delay and self.fake._stopping.wait(script.delay):
+            return
+        if script.status != 200:
+            self._send_json(script.status, _error_body(script.error_message))
+        elif body.get("stream"):
+            self._send_stream(script, body, raw)
+        else:
+            self._send_completion(script, body, raw)
+
+    def _send_json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_completion(self, script: _Script, body: dict, raw: bytes) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": script.content or None}
+        if script.tool_calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in script.tool_calls
+            ]
+        payload = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(script)}],
+            "usage": _usage_body(script, raw),
+        }
+        if script.cut_after is None:
+            self._send_json(200, payload)
+            return
+        data = json.dumps(payload).encode()
+        half = data[: len(data) // 2]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data if script.cut_mode == "drop" else half)))
+        self.end_headers()
+        self.wfile.write(half)
+        if script.cut_mode == "drop":
+            self._drop()
+
+    def _send_stream(self, script: _Script, body: dict, raw: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        chunks = _stream_chunks(script, model=body.get("model", ""), raw=raw)
+        if not include_usage:
+            chunks = [chunk for chunk in chunks if chunk["choices"]]
+        if script.cut_after is not None:
+            self._send_cut_stream(script, chunks)
+            return
+        for chunk in chunks:
+            self._write_event(json.dumps(chunk))
+        self._write_event("[DONE]")
+        self._write_chunk(b"")
+
+    def _send_cut_stream(self, script: _Script, chunks: list[dict]) -> None:
+        """Send the role chunk and `cut_after` text deltas, then break the stream."""
+        for chunk in chunks[: 1 + (script.cut_after or 0)]:
+            self._write_event(json.dumps(chunk))
+        if script.cut_mode == "drop":
+            self._drop()
+            return
+        if script.cut_mode == "garbage":
+            self._write_event("{this is not json")
+        self._write_chunk(b"")
+
+    def _write_event(self, data: str) -> None:
+        self._write_chunk(f"data: {data}\n\n".encode())
+
+    def _write_chunk(self, data: bytes) -> None:
+        """Write one HTTP/1.1 chunk; an empty one ends the body."""
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        """Close the connection abruptly, as a crashed or overloaded server would."""
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _stream_chunks(script: _Script, *, model: str, raw: bytes) -> list[dict]:
+    """The SSE chunks of one answer: role, text deltas, tool-call fragments, finish, usage.
+
+    The fragments of different tool calls are interleaved (headers first, then argument
+    pieces round-robin) so only assembly by index gets them right.
+    """
+
+    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in _words(script.content)]
+    for index, (call_id, name, _) in enumerate(script.tool_calls):
+        header = {"index": index, "id": call_id, "type": "function"}
+        header["function"] = {"name": name, "arguments": ""}
+        chunks.append(chunk({"tool_calls": [header]}))
+    pieces = [_thirds(arguments) for _, _, arguments in script.tool_calls]
+    for round_ in range(3):
+        for index, parts in enumerate(pieces):
+            if parts[round_]:
+                fragment = {"index": index, "function": {"arguments": parts[round_]}}
+                chunks.append(chunk({"tool_calls": [fragment]}))
+    chunks.append(chunk({}, finish_reason=_finish(script)))
+    usage_chunk = chunk({})
+    usage_chunk["choices"] = []
+    usage_chunk["usage"] = _usage_body(script, raw)
+    chunks.append(usage_chunk)
+    return chunks
+
+
+def _words(text: str) -> list[str]:
+    """Split text into word deltas that join back to exactly the same text."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
+def _thirds(text: str) -> tuple[str, str, str]:
+    size = -(-len(text) // 3)
+    return text[:size], text[size : 2 * size], text[2 * size :]
+
+
+def _finish(script: _Script) -> str:
+    return "tool_calls" if script.tool_calls else "stop"
+
+
+def _usage_body(script: _Script, raw: bytes) -> dict:
+    """OpenAI's usage object; `prompt_tokens_details` only when some tokens were cached,
+    as some OpenAI-compatible servers omit it entirely."""
+    produced = script.content + "".join(args for _, _, args in script.tool_calls)
+    usage = script.usage or Usage(
+        prompt_tokens=max(1, len(raw) // 4),
+        cached_tokens=0,
+        completion_tokens=max(1, len(produced) // 4),
+    )
+    body: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+    }
+    if usage.cached_tokens:
+        body["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return body
+
+
+def _error_body(message: str) -> dict:
+    return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+
+
+@pytest.fixture
+def fake_openai(settings: Any) -> Iterator[FakeOpenAI]:
+    """A fresh fake server per test, with Django settings pointed at it.
+
+    Short timeout and no retries keep failure tests fast; the model names are pinned so
+    a developer's environment does not leak into assertions.
+    """
+    server = FakeOpenAI()
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    settings.DRIFTLESS_MODEL = "gpt-4o-mini"
+    settings.DRIFTLESS_SUMMARY_MODEL = ""
+    settings.LLM_TIMEOUT_SECONDS = 2.0
+    settings.LLM_MAX_RETRIES = 0
+    clear_client_cache()
+    try:
+        yield server
+    finally:
+        clear_client_cache()  # first, so no pooled connection keeps a server thread alive
+        server.close()
