@@ -179,4 +179,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The model client logs every HTTP request at INFO; that is noise in a chat server.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
