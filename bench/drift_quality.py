@@ -1,0 +1,313 @@
+"""Drift-detection quality benchmark: replay segmented dialogues through the fork loop.
+
+Usage (from the repository root)::
+
+    python bench/drift_quality.py --data /work/shared/data/drift/tiage-dev.jsonl \
+        [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl]
+    python bench/drift_quality.py --fit /work/shared/data/drift/tiage-train.jsonl
+
+Scoring a detector alone on whole dialogues would flatter it: in production it
+sees only the active topic, only every ``interval`` messages, and every fork it
+makes changes what it sees next. So each dialogue is replayed turn by turn
+through the same loop as the message-send path (:func:`simulate`), and the
+boundaries that loop produces are scored against the reference with Pk,
+WindowDiff and boundary F1 as defined in ``/work/shared/data/drift/README.md``.
+The baseline detector always runs through the same loop in the same process.
+
+``--fit`` refits the lexical detector's cue weights on a training file and
+prints them with a threshold sweep, for pasting into ``memory/drift_detectors.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory.drift_detectors import (  # noqa: E402  (needs the sys.path line above)
+    DriftDetector,
+    LexicalDetector,
+    Turn,
+    get_detector,
+    subject_cues,
+)
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    id: str
+    turns: list[Turn]
+    boundaries: list[int]
+
+
+@dataclass(frozen=True)
+class Scores:
+    pk: float
+    wd: float
+    f1: float
+
+
+def load_dialogues(path: str | Path) -> list[Dialogue]:
+    """Dialogues of a ``/work/shared/data/drift`` JSON-lines file."""
+    dialogues = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                turns = [Turn(t["role"], t["text"]) for t in row["turns"]]
+                dialogues.append(Dialogue(row["id"], turns, sorted(row["boundaries"])))
+    return dialogues
+
+
+# --------------------------------------------------------------------------- #
+# The production loop
+# --------------------------------------------------------------------------- #
+
+
+def simulate(
+    turns: Sequence[Turn], detector: DriftDetector, *, interval: int, scan_back: int
+) -> list[int]:
+    """Boundaries (global turn indexes) that the fork loop produces for one dialogue.
+
+    Turns arrive one at a time into the active topic. After every ``interval``-th
+    turn of the dialogue the detector sees the active topic's whole thread; on
+    drift the turns from its ``start`` on become the new active topic. A start
+    outside the contract raises, so a detector bug cannot hide in the scores.
+    """
+    boundaries: list[int] = []
+    topic_start = 0
+    for seen in range(interval, len(turns) + 1, interval):
+        active = turns[topic_start:seen]
+        verdict = detector.detect(active, scan_back=scan_back)
+        if not verdict.drifted:
+            continue
+        start = verdict.start
+        if start is None or not (1 <= start < len(active) and start >= len(active) - scan_back):
+            raise ValueError(f"{detector.name}: start {start} outside the window of {len(active)}")
+        topic_start += start
+        boundaries.append(topic_start)
+    return boundaries
+
+
+# --------------------------------------------------------------------------- #
+# Scoring
+# --------------------------------------------------------------------------- #
+
+
+def window_size(n_turns: int, reference: Sequence[int]) -> int:
+    """k: half the mean reference segment length (rounded half up), at least 2."""
+    mean_segment = n_turns / (len(reference) + 1)
+    return max(2, math.floor(mean_segment / 2 + 0.5))
+
+
+def _segment_ids(n_turns: int, boundaries: Sequence[int]) -> list[int]:
+    """Segment number of each turn; a boundary b means turn b opens a segment."""
+    opening = set(boundaries)
+    ids, current = [], 0
+    for index in range(n_turns):
+        current += index in opening
+        ids.append(current)
+    return ids
+
+
+def pk(n_turns: int, reference: Sequence[int], hypothesis: Sequence[int]) -> float:
+    """Share of probe pairs (i, i+k) on which reference and hypothesis disagree
+    about "same segment" (Beeferman et al., 1999)."""
+    k = window_size(n_turns, reference)
+    probes = n_turns - k
+    if probes <= 0:
+        return 0.0
+    ref, hyp = _segment_ids(n_turns, reference), _segment_ids(n_turns, hypothesis)
+    errors = sum((ref[i] == ref[i + k]) != (hyp[i] == hyp[i + k]) for i in range(probes))
+    return errors / probes
+
+
+def window_diff(n_turns: int, reference: Sequence[int], hypothesis: Sequence[int]) -> float:
+    """Share of windows (i, i+k] holding a different number of boundaries
+    (Pevzner & Hearst, 2002)."""
+    k = window_size(n_turns, reference)
+    probes = n_turns - k
+    if probes <= 0:
+        return 0.0
+    ref, hyp = _segment_ids(n_turns, reference), _segment_ids(n_turns, hypothesis)
+    errors = sum((ref[i + k] - ref[i]) != (hyp[i + k] - hyp[i]) for i in range(probes))
+    return errors / probes
+
+
+def boundary_f1(references: Sequence[Sequence[int]], hypotheses: Sequence[Sequence[int]]) -> float:
+    """F1 of exact boundary positions, all dialogues' boundaries pooled."""
+    hits = sum(len(set(r) & set(h)) for r, h in zip(references, hypotheses, strict=True))
+    predicted = sum(len(set(h)) for h in hypotheses)
+    relevant = sum(len(set(r)) for r in references)
+    if hits == 0:
+        return 0.0
+    precision, recall = hits / predicted, hits / relevant
+    return 2 * precision * recall / (precision + recall)
+
+
+def score(dialogues: Sequence[Dialogue], predictions: Sequence[Sequence[int]]) -> Scores:
+    """Pk and WindowDiff averaged over dialogues, F1 pooled over boundaries."""
+    pairs = list(zip(dialogues, predictions, strict=True))
+    return Scores(
+        pk=sum(pk(len(d.turns), d.boundaries, p) for d, p in pairs) / len(pairs),
+        wd=sum(window_diff(len(d.turns), d.boundaries, p) for d, p in pairs) / len(pairs),
+        f1=boundary_f1([d.boundaries for d in dialogues], predictions),
+    )
+
+
+def run(
+    dialogues: Sequence[Dialogue], detector: DriftDetector, *, interval: int, scan_back: int
+) -> tuple[list[list[int]], Scores, float]:
+    """Predictions, scores and wall-clock seconds of one detector over a data set."""
+    began = time.perf_counter()
+    predictions = [
+        simulate(d.turns, detector, interval=interval, scan_back=scan_back) for d in dialogues
+    ]
+    return predictions, score(dialogues, predictions), time.perf_counter() - began
+
+
+# --------------------------------------------------------------------------- #
+# Fitting the lexical detector's weights
+# --------------------------------------------------------------------------- #
+
+
+def _solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
+    """Solve a small dense linear system by Gaussian elimination with pivoting."""
+    size = len(vector)
+    rows = [row[:] + [value] for row, value in zip(matrix, vector, strict=True)]
+    for col in range(size):
+        pivot = max(range(col, size), key=lambda r: abs(rows[r][col]))
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(col + 1, size):
+            factor = rows[r][col] / rows[col][col]
+            for c in range(col, size + 1):
+                rows[r][c] -= factor * rows[col][c]
+    solution = [0.0] * size
+    for r in range(size - 1, -1, -1):
+        tail = sum(rows[r][c] * solution[c] for c in range(r + 1, size))
+        solution[r] = (rows[r][size] - tail) / rows[r][r]
+    return solution
+
+
+def fit_logistic(
+    rows: Sequence[Sequence[float]], labels: Sequence[float], *, ridge: float = 1.0
+) -> list[float]:
+    """L2-regularised logistic regression by Newton's method (column 0 is the bias)."""
+    width = len(rows[0])
+    weights = [0.0] * width
+    for _ in range(50):
+        gradient = [ridge * w for w in weights]
+        hessian = [[ridge if i == j else 0.0 for j in range(width)] for i in range(width)]
+        gradient[0] = hessian[0][0] = 0.0  # the bias is not shrunk
+        for x, y in zip(rows, labels, strict=True):
+            p = 1.0 / (1.0 + math.exp(-sum(w * v for w, v in zip(weights, x, strict=True))))
+            for i in range(width):
+                gradient[i] += (p - y) * x[i]
+                for j in range(width):
+                    hessian[i][j] += p * (1.0 - p) * x[i] * x[j]
+        hessian[0][0] += 1e-9
+        step = _solve(hessian, gradient)
+        weights = [w - s for w, s in zip(weights, step, strict=True)]
+        if max(abs(s) for s in step) < 1e-7:
+            break
+    return weights
+
+
+def fit_lexical_weights(dialogues: Sequence[Dialogue]) -> dict[str, float]:
+    """Fit the lexical detector's cue weights: one example per turn after the first."""
+    rows: list[list[float]] = []
+    labels: list[float] = []
+    names: list[str] = []
+    for dialogue in dialogues:
+        texts = [t.text for t in dialogue.turns]
+        opening = set(dialogue.boundaries)
+        for index, cues in subject_cues(texts, range(1, len(texts))).items():
+            names = list(cues)
+            rows.append([1.0, *cues.values()])
+            labels.append(float(index in opening))
+    weights = fit_logistic(rows, labels)
+    return dict(zip(["bias", *names], (round(w, 4) for w in weights), strict=True))
+
+
+def fit_report(path: str, scan_back: int) -> None:
+    """Print fitted weights and the loop's Pk per threshold at both cadences."""
+    dialogues = load_dialogues(path)
+    weights = fit_lexical_weights(dialogues)
+    print("LEXICAL_WEIGHTS =", json.dumps(weights, indent=4))
+    print(f"{'threshold':>9} {'pk@1':>6} {'pk@10':>6} {'mean':>6} {'f1@1':>6}")
+    for step in range(12, 25):
+        threshold = step / 40
+        detector = LexicalDetector(weights, threshold)
+        at_1, at_10 = (
+            run(dialogues, detector, interval=i, scan_back=scan_back)[1] for i in (1, 10)
+        )
+        mean = (at_1.pk + at_10.pk) / 2
+        print(f"{threshold:9.3f} {at_1.pk:6.3f} {at_10.pk:6.3f} {mean:6.3f} {at_1.f1:6.3f}")
+
+
+# --------------------------------------------------------------------------- #
+# Command line
+# --------------------------------------------------------------------------- #
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--data", help="dialogues to score (JSON lines)")
+    what.add_argument("--fit", metavar="TRAIN", help="refit the lexical weights on TRAIN")
+    parser.add_argument("--detector", default="lexical")
+    parser.add_argument("--interval", type=int, default=10, help="messages between checks")
+    parser.add_argument("--scan-back", type=int, default=10)
+    parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")
+    args = parser.parse_args(argv)
+    if args.interval < 1 or args.scan_back < 1:
+        parser.error("--interval and --scan-back must be at least 1")
+    if args.fit:
+        fit_report(args.fit, args.scan_back)
+        return 0
+
+    try:
+        detector = get_detector(args.detector)
+    except ValueError as error:
+        parser.error(str(error))
+    dialogues = load_dialogues(args.data)
+    predictions, scores, seconds = run(
+        dialogues, detector, interval=args.interval, scan_back=args.scan_back
+    )
+    _, base, base_seconds = run(
+        dialogues, get_detector("baseline"), interval=args.interval, scan_back=args.scan_back
+    )
+    print(
+        f"{args.data}: {len(dialogues)} dialogues, interval {args.interval}, "
+        f"scan-back {args.scan_back}"
+    )
+    print(f"{'detector':<12} {'Pk':>6} {'WinDiff':>7} {'F1':>6} {'seconds':>8}")
+    for name, s, took in ((detector.name, scores, seconds), ("baseline", base, base_seconds)):
+        print(f"{name:<12} {s.pk:6.3f} {s.wd:7.3f} {s.f1:6.3f} {took:8.1f}")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            for dialogue, boundaries in zip(dialogues, predictions, strict=True):
+                handle.write(json.dumps({"id": dialogue.id, "boundaries": boundaries}) + "\n")
+    summary = {
+        "bench": "drift_quality",
+        "data": args.data,
+        "detector": detector.name,
+        "interval": args.interval,
+        "pk": round(scores.pk, 4),
+        "wd": round(scores.wd, 4),
+        "f1": round(scores.f1, 4),
+        "baseline": {"pk": round(base.pk, 4), "wd": round(base.wd, 4), "f1": round(base.f1, 4)},
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
