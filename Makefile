@@ -29,5 +29,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+DRIFT_DATA ?= ../shared/data/drift
+
 bench: install
-	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	$(PY) bench/context_assembly.py
+	@for data in tiage-dev superdialseg-validation; do for interval in 1 10; do \
+		$(PY) bench/drift_quality.py --data $(DRIFT_DATA)/$$data.jsonl --interval $$interval || exit 1; \
+	done; done

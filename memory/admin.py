@@ -17,6 +17,7 @@ from memory.models import (
     Session,
     Topic,
 )
+from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
 
 
 class MemoryStateFilter(admin.SimpleListFilter):
@@ -85,6 +86,15 @@ class SessionAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     inlines = [TopicInline]
+
+    def delete_model(self, request, obj):
+        invalidate_persistent_memory(obj.memory_scope_key)  # its topics leave memory
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for scope_key in {session.memory_scope_key for session in queryset}:
+            invalidate_persistent_memory(scope_key)
+        super().delete_queryset(request, queryset)
 
     @admin.display(description="cache hits (cached / prompt tokens)")
     def cache_hit_rate(self, session):
@@ -166,6 +176,20 @@ class TopicAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(message_total=Count("messages"))
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and {"title", "summary"} & set(form.changed_data):
+            invalidate_topic_memory(topic=obj)  # the persistent-memory block shows both
+
+    def delete_model(self, request, obj):
+        invalidate_topic_memory(topic=obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for topic in queryset.in_memory():
+            invalidate_topic_memory(topic=topic)
+        super().delete_queryset(request, queryset)
 
     @admin.display(description="memory")
     def memory_state_label(self, topic):

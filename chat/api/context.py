@@ -1,1 +1,30 @@
-urlpatterns: list = []
+"""The context inspector: what the agent sees on its next turn, for the session's owner."""
+
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from chat.api.scoping import owned_session_or_404
+from memory.context import inspect_context
+
+
+@extend_schema(
+    summary="The assembled context stack of a session",
+    description=(
+        "Each layer (stable, semi_stable, volatile) with its parts and approximate token "
+        "counts, the persistent-memory entries the budget dropped, the exact messages and "
+        "tools a chat call would send, and the session's provider cache-hit figures."
+    ),
+    responses={200: OpenApiTypes.OBJECT, 404: OpenApiResponse(description="Not your session")},
+)
+@api_view(["GET"])
+def session_context(request, session_id: int):
+    session = owned_session_or_404(request.user, session_id)
+    return Response(inspect_context(session=session))
+
+
+urlpatterns = [
+    path("sessions/<int:session_id>/context", session_context, name="api-session-context"),
+]

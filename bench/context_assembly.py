@@ -1,0 +1,325 @@
+"""Context-assembly benchmark: time and query count as the history grows.
+
+Usage (from the repository root)::
+
+    python bench/context_assembly.py [--sqlite] [--repeat 40]
+
+For 10², 10³, 10⁴ and 10⁵ messages in one (agent, user, organization) scope, spread as
+real use spreads them (sessions of five topics, about twenty messages a topic, tool
+rounds and error records in the threads, a share of the closed topics promoted or
+deprecated with summaries, archived notes, a long-running active topic holding a tenth
+of the scope), it assembles the newest session's context repeatedly and reports the
+median time and the number of queries of a steady-state turn (persistent memory served
+from the cache), and of a cold turn (cache just invalidated), as a table and as a last
+JSON line::
+
+    {"bench": "context_assembly", "rows": [{"messages": N, "queries": Q, "ms_p50": T}, ...]}
+
+It sets up its own database and drops it at the end: a dedicated PostgreSQL database
+when a server answers on 127.0.0.1:5432 (``--sqlite`` forces a throwaway SQLite file),
+and Redis database 14 under a key prefix of its own when Redis answers on
+127.0.0.1:6379 (the in-process cache otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SIZES = (100, 1_000, 10_000, 100_000)
+MESSAGES_PER_TOPIC = 20
+TOPICS_PER_SESSION = 5
+BATCH = 5_000
+
+
+def _reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
+    """Point Django at a database and cache of the bench's own.
+
+    Returns the PostgreSQL database or the SQLite directory it made, and a label."""
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    os.environ["DEBUG"] = "false"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "driftless.settings"
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        os.environ.pop(name, None)
+    pg_name = sqlite_dir = None
+    if not sqlite and _reachable(5432):
+        import psycopg
+
+        pg_name = f"bench_context_assembly_{os.getpid()}"
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{pg_name}"')
+        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_name}"
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        sqlite_dir = tempfile.mkdtemp(prefix="bench-context-")
+        os.environ["DRIFTLESS_VAR_DIR"] = sqlite_dir
+    if _reachable(6379):
+        os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/14"
+    else:
+        os.environ.pop("REDIS_URL", None)
+
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.CACHES["default"]["KEY_PREFIX"] = f"bench{os.getpid()}"
+    database = "PostgreSQL" if pg_name else "SQLite"
+    cache = "Redis" if os.environ.get("REDIS_URL") else "in-process"
+    return pg_name, sqlite_dir, f"{database} database, {cache} cache"
+
+
+def drop_database(pg_name: str | None, sqlite_dir: str | None) -> None:
+    from django.db import connections
+
+    connections.close_all()
+    if sqlite_dir:
+        shutil.rmtree(sqlite_dir, ignore_errors=True)
+    if pg_name:
+        import psycopg
+
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{pg_name}"')
+
+
+def build_scope(*, agent, index: int, messages: int):
+    """A user whose scope holds ``messages`` messages; returns the newest session."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from memory.models import ImportantInfo, Message, Notes, Session, Topic
+
+    user = get_user_model().objects.create_user(username=f"bench{index}")
+    active_share = max(10, messages // 10)
+    spread = messages - active_share
+    topic_sizes = [MESSAGES_PER_TOPIC] * (spread // MESSAGES_PER_TOPIC)
+    if spread % MESSAGES_PER_TOPIC:
+        topic_sizes.append(spread % MESSAGES_PER_TOPIC)
+    # Each session: up to five closed topics, then its active one. Only the newest
+    # session's active topic has messages: the long-running line of work being measured.
+    chunks = [
+        topic_sizes[i : i + TOPICS_PER_SESSION]
+        for i in range(0, len(topic_sizes), TOPICS_PER_SESSION)
+    ] or [[]]
+    sessions = Session.objects.bulk_create(
+        Session(user=user, agent=agent, organization_id=agent.organization_id, title=f"S{n}")
+        for n in range(len(chunks))
+    )
+    epoch = timezone.now() - timedelta(days=3650)
+    topics, plan_of_topic = [], []
+    number = 0
+    for session, closed in zip(sessions, chunks, strict=True):
+        for size in closed:
+            number += 1
+            keep, deprecated = number % 7 == 0, number % 31 == 0
+            in_memory = keep or deprecated
+            topics.append(
+                Topic(
+                    session=session,
+                    title=f"Topic {number}: a line of work",
+                    summary=f"Topic {number}: decided X over Y (cost, latency); "
+                    "keep Z for later; follow-ups owned by the user.",
+                    keep_in_memory=keep,
+                    deprecated=deprecated,
+                    memory_changed_at=epoch + timedelta(minutes=number) if in_memory else None,
+                    is_active=False,
+                    origin=Topic.Origin.DRIFT,
+                )
+            )
+            plan_of_topic.append((session, size))
+        topics.append(Topic(session=session, title="", is_active=True))
+        plan_of_topic.append((session, active_share if session is sessions[-1] else 0))
+    topics = Topic.objects.bulk_create(topics, batch_size=BATCH)
+
+    rows, counts = [], {}
+    for topic, (session, size) in zip(topics, plan_of_topic, strict=True):
+        for offset in range(size):
+            seq = counts.get(session.pk, 0) + 1
+            counts[session.pk] = seq
+            rows.append(_message(session, topic, seq, offset))
+        if len(rows) >= BATCH:
+            Message.objects.bulk_create(rows, batch_size=BATCH)
+            rows = []
+    Message.objects.bulk_create(rows, batch_size=BATCH)
+    for session in sessions:
+        Session.objects.filter(pk=session.pk).update(message_count=counts.get(session.pk, 0))
+    Notes.objects.bulk_create(
+        (Notes(topic=t, content=f"notes of {t.title or 'the active topic'}") for t in topics),
+        batch_size=BATCH,
+    )
+    Notes.objects.filter(topic__session__user=user, topic__is_active=False).archive()
+    ImportantInfo.objects.create(
+        user=user,
+        agent=agent,
+        organization_id=agent.organization_id,
+        data={f"fact {k}": f"value {k}" for k in range(15)},
+    )
+    return sessions[-1], sum(counts.values()), len(topics)
+
+
+def _message(session, topic, seq: int, offset: int):
+    from memory.models import Message
+
+    common = {"session": session, "topic": topic, "seq": seq}
+    if offset % 10 == 8:  # an assistant tool call ...
+        calls = [
+            {
+                "id": f"call-{seq}",
+                "type": "function",
+                "function": {"name": "notes", "arguments": '{"operation": "read"}'},
+            }
+        ]
+        return Message(role=Message.Role.ASSISTANT, content="", tool_calls=calls, **common)
+    if offset % 10 == 9:  # ... and its result
+        return Message(
+            role=Message.Role.TOOL,
+            content='{"topic_id": 1, "notes": "...", "archived": false}',
+            tool_call_id=f"call-{seq - 1}",
+            tool_name="notes",
+            **common,
+        )
+    if offset % 97 == 96:
+        return Message(role=Message.Role.ERROR, content="provider timed out", **common)
+    role = Message.Role.USER if offset % 2 == 0 else Message.Role.ASSISTANT
+    return Message(role=role, content=f"message {seq} " + "lorem ipsum " * 8, **common)
+
+
+def measure(session, *, repeat: int) -> dict:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.context import assemble_context
+    from memory.persistent import invalidate_persistent_memory
+
+    cold_ms = []
+    for _ in range(5):
+        invalidate_persistent_memory(session.memory_scope_key)
+        start = time.perf_counter()
+        assemble_context(session=session)
+        cold_ms.append((time.perf_counter() - start) * 1000)
+    invalidate_persistent_memory(session.memory_scope_key)
+    with CaptureQueriesContext(connection) as cold:
+        assemble_context(session=session)
+    for _ in range(3):
+        assemble_context(session=session)  # warm-up
+    warm_ms = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        stack = assemble_context(session=session)
+        warm_ms.append((time.perf_counter() - start) * 1000)
+    with CaptureQueriesContext(connection) as warm:
+        assemble_context(session=session)
+    return {
+        "queries": len(warm.captured_queries),
+        "queries_cold": len(cold.captured_queries),
+        "ms_p50": statistics.median(warm_ms),
+        "ms_p90": statistics.quantiles(warm_ms, n=10)[-1],
+        "ms_cold": statistics.median(cold_ms),
+        "window": len([m for m in stack.messages if m["role"] != "system"]),
+        "dropped": len(stack.dropped),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sqlite", action="store_true", help="use a throwaway SQLite file")
+    parser.add_argument("--repeat", type=int, default=40, help="timed assemblies per size")
+    args = parser.parse_args()
+
+    pg_name, sqlite_dir, label = configure(sqlite=args.sqlite)
+    try:
+        from django.core.cache import cache
+        from django.core.management import call_command
+
+        from memory.models import Agent, Organization
+
+        started = time.perf_counter()
+        call_command("migrate", verbosity=0)
+        organization = Organization.objects.create(name="Bench", slug="bench")
+        agent = Agent.objects.create(
+            organization=organization, name="Bench", soul="You are Bench.", skills="Timing."
+        )
+        rows = []
+        for index, size in enumerate(SIZES):
+            session, messages, topics = build_scope(agent=agent, index=index, messages=size)
+            rows.append(
+                {"messages": messages, "topics": topics, **measure(session, repeat=args.repeat)}
+            )
+        if hasattr(cache, "delete_pattern"):
+            cache.delete_pattern("*")
+    finally:
+        drop_database(pg_name, sqlite_dir)
+
+    print(
+        f"context assembly ({label}; {args.repeat} warm turns per size, "
+        f"{time.perf_counter() - started:.0f} s in all)"
+    )
+    header = (
+        "messages",
+        "topics",
+        "queries",
+        "cold q",
+        "p50 ms",
+        "p90 ms",
+        "cold ms",
+        "window",
+        "dropped",
+    )
+    print("  ".join(f"{h:>9}" for h in header))
+    for row in rows:
+        cells = [
+            row["messages"],
+            row["topics"],
+            row["queries"],
+            row["queries_cold"],
+            f"{row['ms_p50']:.2f}",
+            f"{row['ms_p90']:.2f}",
+            f"{row['ms_cold']:.2f}",
+            row["window"],
+            row["dropped"],
+        ]
+        print("  ".join(f"{c:>9}" for c in cells))
+    ratio = rows[-1]["ms_p50"] / rows[0]["ms_p50"]
+    same_queries = len({row["queries"] for row in rows}) == 1
+    print(
+        f"p50 at {rows[-1]['messages']:,} / p50 at {rows[0]['messages']:,}: {ratio:.2f}x "
+        f"(must be <= 2); same query count on every row: {same_queries}"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "context_assembly",
+                "rows": [
+                    {
+                        "messages": r["messages"],
+                        "queries": r["queries"],
+                        "ms_p50": round(r["ms_p50"], 3),
+                    }
+                    for r in rows
+                ],
+            }
+        )
+    )
+    return 0 if ratio <= 2 and same_queries else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

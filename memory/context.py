@@ -1,0 +1,339 @@
+"""Context assembly: the stack the model sees, built once per turn.
+
+The agent turn calls :func:`assemble_context` after storing the user's new message and
+before the model is called. The stack is ordered stable-first so the provider's prompt
+cache keeps hitting from turn to turn:
+
+1. stable prefix (first system message): SOUL identity, skills, tools list, persistent
+   memory, durable facts, drift result. Byte-identical across turns unless one of those
+   inputs changed: no timestamps, no per-turn ids, nothing iterated in an unordered way.
+2. semi-stable prefix (second system message, omitted when empty): the active topic's
+   notes (archived notes never) and the summaries of this session's earlier topics.
+3. volatile suffix: the active topic's trailing window of at most
+   ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, then the
+   working memory as a last system message.
+
+The window never sends an ``error`` record and never splits a tool call from its results:
+leading results whose call fell outside the window are dropped, and calls that have no
+stored result are removed from their assistant message (which is dropped if nothing is
+left), so the request is always valid.
+
+Assembly runs a constant number of queries whatever the history size: the session with
+its agent, the session's topics, the window (a LIMIT on the ``(topic, -seq)`` index), the
+notes, the facts, and persistent memory (served from the cache when the scope is
+unchanged; see memory/persistent.py for how this session's own topics appear).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from django.db.models import Q, Sum
+
+from memory.constants import ACTIVE_WINDOW_MESSAGES
+from memory.models import ImportantInfo, Message, Notes, Session, Topic
+from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory
+from memory.tokens import estimate_tokens
+from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
+
+LayerName = Literal["stable", "semi_stable", "volatile"]
+
+
+@dataclass(frozen=True)
+class ContextPart:
+    name: str
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class ContextLayer:
+    name: LayerName
+    parts: tuple[ContextPart, ...]
+    tokens: int
+
+    @property
+    def text(self) -> str:
+        """The layer as one system message: its non-empty parts, blank-line separated."""
+        return "\n\n".join(part.text for part in self.parts if part.text)
+
+
+@dataclass(frozen=True)
+class ContextStack:
+    layers: tuple[ContextLayer, ...]
+    messages: list[dict]
+    tools: list[dict]
+    dropped: tuple[str, ...]
+
+    def layer(self, name: LayerName) -> ContextLayer:
+        return next(layer for layer in self.layers if layer.name == name)
+
+    def as_dict(self) -> dict:
+        return {
+            "layers": [asdict(layer) for layer in self.layers],
+            "tokens": sum(layer.tokens for layer in self.layers),
+            "dropped": list(self.dropped),
+            "messages": self.messages,
+            "tools": self.tools,
+        }
+
+
+def assemble_context(
+    *, session: Session, extra_tools: Sequence[dict] = (), working_memory: str = ""
+) -> ContextStack:
+    """Build the stack for the session's active topic, ready for a chat call.
+
+    ``extra_tools`` (e.g. MCP tools, OpenAI format) follow the built-ins; one whose name
+    is a built-in's is left out, since the built-in always wins at dispatch.
+    """
+    # Fresh: the pipeline may have written drift_result in another process.
+    session = Session.objects.select_related("agent").get(pk=session.pk)
+    agent = session.agent
+    active, prior = _session_topics(session)
+    tools = _tools(extra_tools)
+    memory = get_persistent_memory(session=session)
+
+    stable = _layer(
+        "stable",
+        soul=agent.soul.strip(),
+        skills=_section("Skills", agent.skills.strip()),
+        tools=_section("Tools", _tools_text(tools)),
+        persistent_memory=memory.text,
+        durable_facts=_facts_text(session),
+        drift_result=_section("Drift detection", session.drift_result.strip()),
+    )
+    semi_stable = _layer(
+        "semi_stable",
+        notes=_section("Notes for the current topic", _active_notes(active["pk"]).strip()),
+        prior_topics=_section("Earlier topics in this session", _prior_topics_text(prior)),
+    )
+    window = trailing_window(topic_id=active["pk"])
+    volatile = _layer(
+        "volatile",
+        thread=_thread_text(window),
+        tool_results=_tool_results_text(window),
+        working_memory=working_memory.strip(),
+    )
+
+    messages = [{"role": "system", "content": stable.text}]
+    if semi_stable.text:
+        messages.append({"role": "system", "content": semi_stable.text})
+    messages.extend(window)
+    if working_memory.strip():
+        messages.append({"role": "system", "content": working_memory.strip()})
+    return ContextStack(
+        layers=(stable, semi_stable, volatile),
+        messages=messages,
+        tools=tools,
+        dropped=tuple(entry.title for entry in memory.dropped),
+    )
+
+
+def inspect_context(*, session: Session) -> dict:
+    """What the agent sees on its next turn, plus how well the provider cache has served
+    the session so far (the sum of cached over prompt tokens of its replies)."""
+    usage = Message.objects.filter(session_id=session.pk).aggregate(
+        prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens")
+    )
+    prompt, cached = usage["prompt"] or 0, usage["cached"] or 0
+    return {
+        **assemble_context(session=session).as_dict(),
+        "cache": {
+            "prompt_tokens": prompt,
+            "cached_tokens": cached,
+            "hit_rate": round(cached / prompt, 4) if prompt else None,
+        },
+    }
+
+
+# --- the window --------------------------------------------------------------------------
+
+
+def trailing_window(*, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES) -> list[dict]:
+    """The topic's last ``size`` messages in OpenAI format, made valid (one query)."""
+    rows = list(
+        Message.objects.filter(topic_id=topic_id)
+        .exclude(role=Message.Role.ERROR)
+        .order_by("-seq")
+        .values("role", "content", "tool_calls", "tool_call_id")[:size]
+    )
+    rows.reverse()
+    return render_window(rows)
+
+
+def render_window(rows: list[dict[str, Any]]) -> list[dict]:
+    """Pair every tool call with its results; drop what cannot be paired."""
+    messages: list[dict] = []
+    index = 0
+    while index < len(rows):
+        row = rows[index]
+        index += 1
+        if row["role"] == Message.Role.TOOL:
+            continue  # its call is not in the window (or not right before it)
+        if row["role"] == Message.Role.USER:
+            messages.append({"role": "user", "content": row["content"]})
+            continue
+        calls = _normalized_calls(row["tool_calls"])
+        results: dict[str, dict] = {}
+        while index < len(rows) and rows[index]["role"] == Message.Role.TOOL:
+            result = rows[index]
+            index += 1
+            if any(call["id"] == result["tool_call_id"] for call in calls):
+                results.setdefault(
+                    result["tool_call_id"],
+                    {
+                        "role": "tool",
+                        "tool_call_id": result["tool_call_id"],
+                        "content": result["content"],
+                    },
+                )
+        answered = [call for call in calls if call["id"] in results]
+        if answered:
+            messages.append(
+                {"role": "assistant", "content": row["content"] or None, "tool_calls": answered}
+            )
+            messages.extend(results[call["id"]] for call in answered)
+        elif row["content"]:
+            messages.append({"role": "assistant", "content": row["content"]})
+    return messages
+
+
+def _normalized_calls(raw: object) -> list[dict]:
+    """Stored tool calls in the exact OpenAI shape; calls without an id or name dropped."""
+    calls, seen = [], set()
+    for call in raw if isinstance(raw, list) else ():
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        call_id, name = call.get("id"), function.get("name")
+        if not call_id or not name or call_id in seen:
+            continue
+        seen.add(call_id)
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        )
+    return calls
+
+
+# --- the parts ---------------------------------------------------------------------------
+
+
+def _layer(name: LayerName, **texts: str) -> ContextLayer:
+    parts = tuple(ContextPart(key, text, estimate_tokens(text)) for key, text in texts.items())
+    return ContextLayer(name=name, parts=parts, tokens=sum(part.tokens for part in parts))
+
+
+def _section(title: str, body: str) -> str:
+    return f"## {title}\n{body}" if body else ""
+
+
+def _session_topics(session: Session) -> tuple[dict, list[dict]]:
+    """The active topic and the earlier ones worth showing, in order (one query)."""
+    rows = list(
+        Topic.objects.filter(session_id=session.pk)
+        .filter(Q(is_active=True) | ~Q(summary="") | Q(deprecated=True))
+        .order_by("created_at", "pk")
+        .values("pk", "title", "summary", "deprecated", "is_active")
+    )
+    active = next((row for row in rows if row["is_active"]), None)
+    if active is None:
+        raise Topic.DoesNotExist(f"session {session.pk} has no active topic")
+    return active, [row for row in rows if not row["is_active"]]
+
+
+def _prior_topics_text(prior: list[dict]) -> str:
+    lines = []
+    for topic in prior:
+        title = " ".join(topic["title"].split()) or UNTITLED
+        if topic["deprecated"]:
+            lines.append(f"- {DEPRECATED_PREFIX}{title}")
+        else:
+            lines.append(f"- {title}: {topic['summary'].strip()}")
+    return "\n".join(lines)
+
+
+def _active_notes(topic_id: int) -> str:
+    content = (
+        Notes.objects.active().filter(topic_id=topic_id).values_list("content", flat=True).first()
+    )
+    return content or ""
+
+
+def _facts_text(session: Session) -> str:
+    data = (
+        ImportantInfo.objects.filter(
+            user_id=session.user_id,
+            agent_id=session.agent_id,
+            organization_id=session.agent.organization_id,
+        )
+        .values_list("data", flat=True)
+        .first()
+    ) or {}
+    lines = [f"- {key}: {_fact_value(data[key])}" for key in sorted(data)]
+    return _section("Durable facts", "\n".join(lines))
+
+
+def _fact_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _tools(extra_tools: Sequence[dict]) -> list[dict]:
+    tools = builtin_tool_schemas()
+    names = set(BUILTIN_TOOL_NAMES)
+    for tool in extra_tools:
+        name = _tool_name(tool)
+        if name and name not in names:
+            names.add(name)
+            tools.append(tool)
+    return tools
+
+
+def _tools_text(tools: list[dict]) -> str:
+    return "\n".join(f"- {name}: {line}" for name, line in _tool_lines(tools))
+
+
+def _tool_lines(tools: list[dict]) -> list[tuple[str, str]]:
+    lines = []
+    for tool in tools:
+        name = _tool_name(tool)
+        if name in TOOL_SUMMARIES:
+            lines.append((name, TOOL_SUMMARIES[name]))
+        else:
+            description = (tool.get("function") or {}).get("description") or ""
+            first = description.strip().splitlines()[0].strip() if description.strip() else ""
+            lines.append((name, first[:200] or "(no description)"))
+    return lines
+
+
+def _tool_name(tool: dict) -> str:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _thread_text(window: list[dict]) -> str:
+    lines = []
+    for message in window:
+        if message["role"] == "tool":
+            continue
+        if message.get("content"):
+            lines.append(f"{message['role']}: {message['content']}")
+        for call in message.get("tool_calls", ()):
+            lines.append(f"assistant → {call['function']['name']}({call['function']['arguments']})")
+    return "\n".join(lines)
+
+
+def _tool_results_text(window: list[dict]) -> str:
+    return "\n".join(
+        f"{message['tool_call_id']} → {message['content']}"
+        for message in window
+        if message["role"] == "tool"
+    )

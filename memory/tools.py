@@ -1,0 +1,334 @@
+"""The agent's built-in runtime tools: ``notes``, ``important_info``, ``manage_topic_memory``.
+
+They read and write the agent's own memory stores and are dispatched ahead of any other
+tool source (MCP): a built-in name always wins. Every result, success or error, is a
+JSON string stored as a ``tool`` message in the active topic's thread, so the model
+reasons over what it just did and the summary of the topic covers it.
+
+A tool only ever reaches the caller's own scope: topics of the same session, the facts
+of the session's (user, agent, organization). A topic id from another session or another
+user gets the same refusal as an id that does not exist, so nothing about it leaks. Bad
+input (unknown tool, invalid JSON, a missing or wrong field) becomes an error result the
+model can read and correct; it never raises and never kills the turn.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from django.db import transaction
+
+from memory.curation import CurationRefused, do_agent_curation
+from memory.facts import FactError, read_facts, set_fact, unset_fact
+from memory.llm import ToolCall
+from memory.models import Message, Session, Topic
+from memory.notes import NotesError, append_notes, read_latest_notes, replace_notes
+from memory.thread import store_message
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory")
+
+# What another tool source may return is cut here: a result rides in the window on the
+# following turns, and one huge result must not crowd out the conversation.
+MAX_TOOL_RESULT_CHARS = 20_000
+
+# One line each, for the tools list of the stable prefix.
+TOOL_SUMMARIES: dict[str, str] = {
+    "notes": "this topic's scratchpad: $set appends an entry, read (this topic or "
+    "topic_id of this session), update replaces it all.",
+    "important_info": "durable facts kept across every session: $set key/value, "
+    "read (all or one key), $unset key.",
+    "manage_topic_memory": "promote, demote or deprecate a topic of this session in "
+    "cross-session memory; a user's choice cannot be overridden.",
+}
+
+_SCHEMAS: dict[str, dict] = {
+    "notes": {
+        "description": (
+            "The current topic's notes: working context, decisions and reasoning as they "
+            "are made. They are shown to you at the start of every turn of this topic and "
+            "archived when the topic closes. $set appends an entry (never overwrites); "
+            "read returns the notes of the current topic, or of another topic of this "
+            "session given its topic_id; update replaces the whole content when your "
+            "understanding changed. Move facts that must never be lost to important_info."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "operation": {"type": "string", "enum": ["$set", "read", "update"]},
+                "content": {
+                    "type": "string",
+                    "description": "$set: the entry to append. update: the full new notes.",
+                },
+                "topic_id": {
+                    "type": "integer",
+                    "description": "read only: a topic of this session (default: current).",
+                },
+            },
+            "required": ["operation"],
+            "additionalProperties": False,
+        },
+    },
+    "important_info": {
+        "description": (
+            "Durable facts about this user that must always be exactly right: names, "
+            "configuration values, identities, standing decisions. Shown to you in full on "
+            "every turn of every session, never summarized. $set creates or updates the "
+            "entry under key; read returns all entries, or one when key is given; $unset "
+            "deletes the entry under key."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "operation": {"type": "string", "enum": ["$set", "read", "$unset"]},
+                "key": {"type": "string", "description": "The fact's name."},
+                "value": {"description": "$set only: the fact's value (any JSON value)."},
+            },
+            "required": ["operation"],
+            "additionalProperties": False,
+        },
+    },
+    "manage_topic_memory": {
+        "description": (
+            "Curate cross-session memory. promote: this topic's summary is remembered in "
+            "every future session. demote: it is no longer remembered. deprecate: the "
+            "decision it holds was reversed; only its title stays, flagged [DEPRECATED]. "
+            "Acts on the current topic, or on another topic of this session given its "
+            "topic_id. Once the user has chosen for a topic, their choice stands."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["promote", "demote", "deprecate"]},
+                "topic_id": {
+                    "type": "integer",
+                    "description": "A topic of this session (default: the current topic).",
+                },
+            },
+            "required": ["action"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+class ToolSource(Protocol):
+    """Tools beyond the built-ins (e.g. MCP), consulted only for other names."""
+
+    def has_tool(self, name: str) -> bool: ...
+
+    def call(self, name: str, arguments: dict) -> str: ...
+
+
+class ToolError(Exception):
+    """A call the model can correct; the message is shown to it as the error."""
+
+
+def builtin_tool_schemas() -> list[dict]:
+    """The OpenAI ``tools`` definitions of the built-ins, in BUILTIN_TOOL_NAMES order."""
+    return [
+        {"type": "function", "function": {"name": name, **copy.deepcopy(_SCHEMAS[name])}}
+        for name in BUILTIN_TOOL_NAMES
+    ]
+
+
+def dispatch_tool_calls(
+    *, session: Session, tool_calls: Sequence[ToolCall], other: ToolSource | None = None
+) -> list[Message]:
+    """Run each call in order and store its result as a tool message in the active topic.
+
+    The caller has already stored the assistant message carrying ``tool_calls``.
+    """
+    messages = []
+    for call in tool_calls:
+        result = _run(session=session, call=call, other=other)
+        messages.append(
+            store_message(
+                session=session,
+                role=Message.Role.TOOL,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=json.dumps(result, ensure_ascii=False),
+            )
+        )
+    return messages
+
+
+def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[str, Any]:
+    handler = _HANDLERS.get(call.name)
+    if handler is None and not _other_has(other, call.name):
+        return {"error": f"unknown tool {call.name!r}"}
+    try:
+        arguments = _parse_arguments(call.arguments)
+    except ToolError as err:
+        return {"error": str(err)}
+    if handler is None:
+        return _run_other(other, call.name, arguments)
+    try:
+        _check_fields(call.name, arguments)
+        # A savepoint: a database error inside one tool must not break the caller's
+        # transaction or the calls that follow.
+        with transaction.atomic():
+            return handler(session, arguments)
+    except (ToolError, CurationRefused, FactError, NotesError) as err:
+        return {"error": str(err)}
+    except Exception:
+        logger.exception("built-in tool %s failed in session %s", call.name, session.pk)
+        return {"error": f"{call.name} failed unexpectedly; nothing was changed"}
+
+
+def _other_has(other: ToolSource | None, name: str) -> bool:
+    if other is None or not name:
+        return False
+    try:
+        return bool(other.has_tool(name))
+    except Exception:
+        logger.exception("tool source failed to answer whether it has %s", name)
+        return False
+
+
+def _run_other(other: ToolSource, name: str, arguments: dict) -> dict[str, Any]:
+    try:
+        text = other.call(name, arguments)
+    except Exception as err:  # Anything a foreign tool raises is the model's to read.
+        logger.warning("tool %s failed: %s", name, err)
+        return {"error": f"{name} failed: {_one_line(str(err)) or type(err).__name__}"}
+    text = text if isinstance(text, str) else str(text)
+    if len(text) > MAX_TOOL_RESULT_CHARS:
+        return {"result": text[:MAX_TOOL_RESULT_CHARS], "truncated": True}
+    return {"result": text}
+
+
+def _parse_arguments(raw: str) -> dict:
+    if raw is None or not str(raw).strip():
+        return {}  # some models send "" for a call without arguments
+    try:
+        arguments = json.loads(raw)
+    except ValueError as err:
+        raise ToolError(f"arguments are not valid JSON: {err}") from err
+    if not isinstance(arguments, dict):
+        raise ToolError("arguments must be a JSON object")
+    return arguments
+
+
+def _check_fields(name: str, arguments: dict) -> None:
+    allowed = _SCHEMAS[name]["parameters"]["properties"]
+    unexpected = sorted(set(arguments) - set(allowed))
+    if unexpected:
+        raise ToolError(
+            f"unexpected field(s) {', '.join(unexpected)}; {name} takes {', '.join(allowed)}"
+        )
+
+
+# --- the built-ins -----------------------------------------------------------------------
+
+
+def _notes(session: Session, arguments: dict) -> dict[str, Any]:
+    operation = _operation(arguments, ("$set", "read", "update"))
+    active = _active_topic(session)
+    if operation == "read":
+        topic = active
+        if arguments.get("topic_id") is not None:
+            topic = _own_topic(session, arguments["topic_id"])
+        content, archived = read_latest_notes(topic=topic)
+        return {"topic_id": topic.pk, "notes": content, "archived": archived}
+    if arguments.get("topic_id") is not None:
+        topic = _own_topic(session, arguments["topic_id"])
+        if topic.pk != active.pk:
+            raise ToolError("notes can only be written for the current topic")
+    if "content" not in arguments:
+        raise ToolError(f"content is required for {operation}")
+    if operation == "$set":
+        content = append_notes(topic=active, text=arguments["content"])
+    else:
+        content = replace_notes(topic=active, content=arguments["content"])
+    return {"ok": True, "topic_id": active.pk, "notes": content}
+
+
+def _important_info(session: Session, arguments: dict) -> dict[str, Any]:
+    operation = _operation(arguments, ("$set", "read", "$unset"))
+    user, agent = session.user, session.agent
+    if operation == "read":
+        facts = read_facts(user=user, agent=agent)
+        if arguments.get("key") is None:
+            return {"facts": dict(sorted(facts.items()))}
+        key = _text_field(arguments, "key")
+        if key not in facts:
+            return {"key": key, "found": False}
+        return {"key": key, "found": True, "value": facts[key]}
+    key = _text_field(arguments, "key")
+    if operation == "$set":
+        if "value" not in arguments:
+            raise ToolError("value is required for $set")
+        data = set_fact(user=user, agent=agent, key=key, value=arguments["value"])
+        return {"ok": True, "key": key, "value": data[key]}
+    return {"ok": True, "key": key, "removed": unset_fact(user=user, agent=agent, key=key)}
+
+
+def _manage_topic_memory(session: Session, arguments: dict) -> dict[str, Any]:
+    action = arguments.get("action")
+    if not isinstance(action, str) or not action:
+        raise ToolError("action is required: one of promote, demote, deprecate")
+    topic = _active_topic(session)
+    if arguments.get("topic_id") is not None:
+        topic = _own_topic(session, arguments["topic_id"])
+    # The guard's refusal (CurationRefused) reaches the model word for word.
+    decision = do_agent_curation(topic=topic, action=action)
+    topic.refresh_from_db(fields=["keep_in_memory", "deprecated"])
+    return {
+        "ok": True,
+        "topic_id": topic.pk,
+        "title": topic.title,
+        "memory_state": topic.memory_state.value,
+        "changed": decision is not None,
+    }
+
+
+_HANDLERS: dict[str, Callable[[Session, dict], dict[str, Any]]] = {
+    "notes": _notes,
+    "important_info": _important_info,
+    "manage_topic_memory": _manage_topic_memory,
+}
+
+
+# --- argument helpers --------------------------------------------------------------------
+
+
+def _operation(arguments: dict, allowed: tuple[str, ...]) -> str:
+    operation = arguments.get("operation")
+    if operation not in allowed:
+        raise ToolError(f"operation must be one of {', '.join(allowed)}; got {operation!r}")
+    return operation
+
+
+def _text_field(arguments: dict, name: str) -> str:
+    value = arguments.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"{name} must be a non-empty string")
+    return value.strip()
+
+
+def _active_topic(session: Session) -> Topic:
+    return Topic.objects.get(session_id=session.pk, is_active=True)
+
+
+def _own_topic(session: Session, topic_id: object) -> Topic:
+    """A topic of this session, or the same refusal whether the id exists or not."""
+    if isinstance(topic_id, str) and topic_id.strip().isdigit():
+        topic_id = int(topic_id)
+    if isinstance(topic_id, bool) or not isinstance(topic_id, int):
+        raise ToolError("topic_id must be an integer")
+    topic = Topic.objects.filter(pk=topic_id, session_id=session.pk).first()
+    if topic is None:
+        raise ToolError(f"topic {topic_id} is not a topic of this session")
+    return topic
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

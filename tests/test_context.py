@@ -1,0 +1,316 @@
+"""Context assembly: the three layers, their order, the window and the stable prefix."""
+
+import json
+
+import pytest
+
+from memory.context import assemble_context, render_window
+from memory.curation import do_agent_curation, do_user_curation
+from memory.facts import set_fact, unset_fact
+from memory.models import MemoryState, Message, Notes, Session
+from memory.notes import append_notes
+from tests.conftest import make_user
+from tests.memory_builders import (
+    add_message,
+    add_messages,
+    add_tool_round,
+    add_topic,
+    assert_valid_openai_thread,
+)
+
+
+def window_of(stack):
+    return [m for m in stack.messages if m["role"] != "system"]
+
+
+def stable_text(session):
+    return assemble_context(session=session).messages[0]["content"]
+
+
+# --- the window --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [21, 40, 400])
+def test_the_window_keeps_the_last_twenty_messages_of_the_active_topic(session, count):
+    add_messages(session, count)
+    window = window_of(assemble_context(session=session))
+    assert [m["content"] for m in window] == [f"m{seq}" for seq in range(count - 19, count + 1)]
+
+
+def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):
+    add_messages(session, 5)
+    add_message(session, Message.Role.USER, "the new prompt")
+    window = window_of(assemble_context(session=session))
+    assert len(window) == 6
+    assert window[-1] == {"role": "user", "content": "the new prompt"}
+
+
+def test_only_the_active_topic_is_in_the_window(session):
+    earlier = add_topic(session, title="Earlier", summary="Was about lunch.")
+    add_messages(session, 3, topic=earlier, prefix="old")
+    add_messages(session, 2, prefix="now")
+    window = window_of(assemble_context(session=session))
+    assert [m["content"] for m in window] == ["now4", "now5"]
+
+
+def test_error_records_are_never_sent_to_the_model(session):
+    add_messages(session, 30)
+    add_message(session, Message.Role.ERROR, "provider timed out")
+    add_message(session, Message.Role.USER, "retry please")
+    window = window_of(assemble_context(session=session))
+    assert len(window) == 20
+    assert all(m["content"] != "provider timed out" for m in window)
+    assert window[-1]["content"] == "retry please"
+
+
+def test_a_tool_call_and_its_result_are_never_split_at_the_window_edge(session):
+    add_messages(session, 30)
+    add_tool_round(session, ["notes"], tag="edge")  # assistant call + its result
+    add_messages(session, 19, prefix="after")
+    # The last 20 rows are the tool result and 19 messages: the call fell outside.
+    window = window_of(assemble_context(session=session))
+    assert_valid_openai_thread(window)
+    assert window[0]["role"] != "tool"
+    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(33, 52)]
+
+
+def test_a_call_inside_the_window_keeps_all_of_its_results(session):
+    add_messages(session, 30)
+    add_tool_round(session, ["notes", "important_info"], tag="in")
+    add_messages(session, 17, prefix="after")
+    window = window_of(assemble_context(session=session))
+    assert_valid_openai_thread(window)
+    assert window[0]["tool_calls"][0]["id"] == "call-in0"
+    assert [m["tool_call_id"] for m in window[1:3]] == ["call-in0", "call-in1"]
+
+
+def test_the_window_stays_valid_whatever_the_edge_position(session):
+    for round_no in range(8):
+        add_message(session, Message.Role.USER, f"question {round_no}")
+        add_tool_round(
+            session, ["notes", "important_info", "manage_topic_memory"], tag=f"r{round_no}-"
+        )
+        add_message(session, Message.Role.ASSISTANT, f"answer {round_no}")
+    for extra in range(6):
+        window = window_of(assemble_context(session=session))
+        assert_valid_openai_thread(window)
+        assert 0 < len(window) <= 20
+        add_message(session, Message.Role.USER, f"more {extra}")
+
+
+def test_calls_without_stored_results_never_make_an_invalid_request(session):
+    add_message(session, Message.Role.USER, "do two things")
+    add_tool_round(session, ["notes", "important_info"], answered=["notes"], tag="half")
+    add_message(session, Message.Role.ASSISTANT, "", tool_calls=[_call("lost", "notes")])
+    add_message(session, Message.Role.ASSISTANT, "I tried.", tool_calls=[_call("lost2", "notes")])
+    window = window_of(assemble_context(session=session))
+    assert_valid_openai_thread(window)
+    assert window[1]["tool_calls"] == [_call("call-half0", "notes")]
+    assert window[-1] == {"role": "assistant", "content": "I tried."}
+    assert len(window) == 4
+
+
+def test_tool_calls_are_rendered_in_the_openai_shape():
+    rows = [
+        {"role": "user", "content": "hi", "tool_calls": [], "tool_call_id": ""},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "function": {"name": "notes", "arguments": {"a": 1}}}],
+            "tool_call_id": "",
+        },
+        {"role": "tool", "content": '{"ok": true}', "tool_calls": [], "tool_call_id": "c1"},
+    ]
+    assert render_window(rows) == [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "notes", "arguments": '{"a": 1}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+    ]
+
+
+def _call(call_id, name):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+# --- the layers --------------------------------------------------------------------------
+
+
+def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice):
+    topic = session.active_topic()
+    add_topic(session, title="Lunch", summary="Chose the noodle place.")
+    append_notes(topic=topic, text="Decided: Postgres.")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    Session.objects.filter(pk=session.pk).update(drift_result="continuing: Ledger")
+    add_messages(session, 2)
+    stack = assemble_context(session=session, working_memory="Plan: answer briefly.")
+
+    stable, semi, *thread, working = stack.messages
+    assert stable["role"] == semi["role"] == working["role"] == "system"
+    markers = ["You are Drift.", "## Skills", "## Tools", "## Durable facts", "## Drift detection"]
+    positions = [stable["content"].index(marker) for marker in markers]
+    assert positions == sorted(positions)
+    assert "- city: Lyon" in stable["content"]
+    assert "continuing: Ledger" in stable["content"]
+    assert semi["content"].index("Decided: Postgres.") < semi["content"].index(
+        "- Lunch: Chose the noodle place."
+    )
+    assert [m["content"] for m in thread] == ["m1", "m2"]
+    assert working["content"] == "Plan: answer briefly."
+    assert [layer.name for layer in stack.layers] == ["stable", "semi_stable", "volatile"]
+
+
+def test_persistent_memory_sits_between_the_tools_and_the_facts(session, agent, alice):
+    other = Session.objects.start(user=alice, agent=agent)
+    add_topic(other, title="Stack", summary="Django + Postgres.", keep=True)
+    set_fact(user=alice, agent=agent, key="tz", value="CET")
+    text = stable_text(session)
+    assert (
+        text.index("## Tools") < text.index("Stack: Django + Postgres.") < text.index("- tz: CET")
+    )
+
+
+def test_the_semi_stable_message_is_omitted_when_there_is_nothing_in_it(session):
+    add_messages(session, 1)
+    stack = assemble_context(session=session)
+    assert [m["role"] for m in stack.messages] == ["system", "user"]
+    assert stack.layer("semi_stable").tokens == 0
+
+
+def test_archived_notes_are_not_injected(session):
+    topic = session.active_topic()
+    append_notes(topic=topic, text="old scratch")
+    Notes.objects.filter(topic=topic).archive()
+    stack = assemble_context(session=session)
+    assert "old scratch" not in json.dumps(stack.messages)
+    append_notes(topic=topic, text="fresh scratch")
+    semi = assemble_context(session=session).messages[1]["content"]
+    assert "fresh scratch" in semi and "old scratch" not in semi
+
+
+def test_prior_topics_are_this_sessions_summaries_in_order_deprecated_by_title_only(session):
+    add_topic(session, title="First", summary="One.")
+    add_topic(session, title="Untold", summary="")
+    add_topic(session, title="Reversed", summary="We picked MySQL.", deprecated=True)
+    add_topic(session, title="Third", summary="Three.", keep=True)
+    semi = assemble_context(session=session).layer("semi_stable")
+    prior = next(part for part in semi.parts if part.name == "prior_topics")
+    assert prior.text.splitlines()[1:] == [
+        "- First: One.",
+        "- [DEPRECATED] Reversed",
+        "- Third: Three.",
+    ]
+    assert "MySQL" not in prior.text
+
+
+def test_each_layer_reports_its_tokens_as_the_sum_of_its_parts(session, agent, alice):
+    set_fact(user=alice, agent=agent, key="name", value="Alice")
+    append_notes(topic=session.active_topic(), text="scratch")
+    add_messages(session, 4)
+    stack = assemble_context(session=session, working_memory="w" * 40)
+    for layer in stack.layers:
+        assert layer.tokens == sum(part.tokens for part in layer.parts) > 0
+    data = json.loads(json.dumps(stack.as_dict()))
+    assert data["tokens"] == sum(layer["tokens"] for layer in data["layers"])
+    assert data["messages"] == stack.messages
+
+
+def test_the_tools_are_the_builtins_first_then_the_extra_ones(session):
+    extra = [
+        {"type": "function", "function": {"name": "search", "description": "Find things.\nMore."}},
+        {"type": "function", "function": {"name": "notes", "description": "An impostor."}},
+    ]
+    stack = assemble_context(session=session, extra_tools=extra)
+    names = [tool["function"]["name"] for tool in stack.tools]
+    assert names == ["notes", "important_info", "manage_topic_memory", "search"]
+    tools_part = stack.layer("stable").parts[2]
+    assert tools_part.name == "tools"
+    assert tools_part.text.splitlines()[-1] == "- search: Find things."
+    assert "impostor" not in stack.messages[0]["content"]
+
+
+# --- the stable prefix -------------------------------------------------------------------
+
+
+def test_the_stable_prefix_is_byte_identical_across_turns_with_nothing_changed(
+    session, agent, alice
+):
+    other = Session.objects.start(user=alice, agent=agent)
+    add_topic(other, title="Stack", summary="Django.", keep=True)
+    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    add_messages(session, 3)
+    first = stable_text(session)
+    # A whole turn happens: messages, a tool round, notes; none of it is a stable input.
+    add_message(session, Message.Role.USER, "next")
+    add_tool_round(session, ["notes"], tag="t2")
+    append_notes(topic=session.active_topic(), text="a note")
+    add_message(session, Message.Role.ASSISTANT, "done")
+    second = stable_text(session)
+    assert second.encode() == first.encode()
+
+
+def test_the_stable_prefix_changes_after_a_promotion_in_another_session(session, agent, alice):
+    other = Session.objects.start(user=alice, agent=agent)
+    topic = add_topic(other, title="Billing", summary="Stripe, monthly.")
+    before = stable_text(session)
+    do_agent_curation(topic=topic, action="promote")
+    after = stable_text(session)
+    assert after != before and "Billing: Stripe, monthly." in after
+
+
+def test_the_stable_prefix_changes_after_a_deprecation(session, agent, alice):
+    other = Session.objects.start(user=alice, agent=agent)
+    topic = add_topic(other, title="Billing", summary="Stripe, monthly.", keep=True)
+    before = stable_text(session)
+    do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
+    after = stable_text(session)
+    assert after != before
+    assert "[DEPRECATED] Billing" in after and "Stripe" not in after
+
+
+def test_the_stable_prefix_changes_after_a_fact_is_set_or_unset(session, agent, alice):
+    before = stable_text(session)
+    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    with_fact = stable_text(session)
+    assert with_fact != before and "- city: Lyon" in with_fact
+    unset_fact(user=alice, agent=agent, key="city")
+    assert stable_text(session) == before
+
+
+def test_a_promotion_in_this_session_leaves_its_own_stable_prefix_alone(session):
+    add_messages(session, 6)
+    earlier = add_topic(session, title="Earlier", summary="Kept.")
+    before = stable_text(session)
+    do_agent_curation(topic=session.active_topic(), action="promote")
+    do_agent_curation(topic=earlier, action="promote")
+    assert stable_text(session) == before
+
+
+def test_facts_are_rendered_sorted_whatever_the_insertion_order(session, agent, alice):
+    for key in ["zeta", "alpha", "mid"]:
+        set_fact(user=alice, agent=agent, key=key, value={"b": 1, "a": [2, 3]})
+    lines = [line for line in stable_text(session).splitlines() if line.startswith("- ")]
+    facts = [line for line in lines if '{"a": [2, 3], "b": 1}' in line]
+    assert facts == [
+        '- alpha: {"a": [2, 3], "b": 1}',
+        '- mid: {"a": [2, 3], "b": 1}',
+        '- zeta: {"a": [2, 3], "b": 1}',
+    ]
+
+
+def test_another_users_facts_and_memory_never_reach_the_stack(session, agent, organization):
+    bob = make_user("bob", organization)
+    bobs = Session.objects.start(user=bob, agent=agent)
+    add_topic(bobs, title="Bob's plan", summary="Secret.", keep=True)
+    set_fact(user=bob, agent=agent, key="bob-secret", value="hunter2")
+    text = json.dumps(assemble_context(session=session).as_dict())
+    assert "Secret." not in text and "hunter2" not in text and "Bob's plan" not in text
