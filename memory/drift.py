@@ -1,0 +1,330 @@
+"""Drift detection on the active topic, and the silent fork it leads to.
+
+Detectors (the :class:`~memory.drift_detectors.DriftDetector` protocol) see the active
+topic's conversation as turns: user messages and assistant messages with text. Tool calls
+and their results carry no subject of their own; they follow the turn they belong to.
+
+* ``lexical`` (memory/drift_detectors.py) needs no model: the offline default and the
+  cheap first pass.
+* ``llm`` (:class:`LLMDriftDetector`) asks the model for a JSON answer, validated as
+  strictly as a summary: ``drifted`` must be a boolean and ``start`` a turn inside the
+  scan-back window; anything else is not trusted.
+* ``auto`` (the default, :class:`ConfirmedDriftDetector`): the lexical pass runs first and
+  the model is asked only to confirm a drift it found, so most evaluations cost no call.
+  With the offline model only the model-free detector runs.
+
+The silent fork (:func:`do_silent_fork`) is one transaction under the session row lock,
+the lock every message append takes first: a reply still being generated is stored after
+the fork commits, in the new active topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memory.drift_detectors import DriftDetector, DriftVerdict, Turn, get_detector
+from memory.events import publish_on_commit, topic_payload
+from memory.llm import ChatModel, LLMError, get_chat_model
+from memory.models import Message, Notes, Session, Topic
+from memory.summarize import (
+    PreparedSummary,
+    apply_summary,
+    confirm_summary,
+    fallback_title,
+    publish_topic_updated,
+)
+
+logger = logging.getLogger(__name__)
+
+DRIFT_PROMPT = """You watch a conversation for a change of subject. Its turns are numbered.
+Decide whether the conversation has moved on to a new subject, clearly different from
+what came before, that begins at one of the turns numbered {first} to {last}.
+Return a JSON object with:
+- 'drifted' (boolean: true only if a new subject begins in that range)
+- 'start' (the number of the turn where the new subject begins; null if 'drifted' is false)"""
+
+LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
+LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
+DRIFT_RESULT_TITLE_LIMIT = 80
+
+CONTINUING = "continuing"
+FORKED_FROM = "forked from"
+
+
+# --- detectors ----------------------------------------------------------------------------
+
+
+class LLMDriftDetector:
+    """Asks the model; an unusable answer falls back to ``fallback`` (or to no drift)."""
+
+    name = "llm"
+
+    def __init__(self, model: ChatModel, *, fallback: DriftDetector | None = None) -> None:
+        self.model = model
+        self.fallback = fallback
+
+    def detect(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict:
+        verdict = self.judge(turns, scan_back=scan_back)
+        if verdict is not None:
+            return verdict
+        if self.fallback is None:
+            return DriftVerdict(False, None, "model answer unusable; no drift assumed")
+        fallback = self.fallback.detect(turns, scan_back=scan_back)
+        return replace(fallback, reason=f"model answer unusable; {fallback.reason}")
+
+    def judge(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict | None:
+        """The model's verdict, or None when it failed or answered out of bounds."""
+        first, last = max(1, len(turns) - scan_back), len(turns) - 1
+        if first > last:
+            return DriftVerdict(False, None, "too few turns to judge")
+        shown = range(max(0, first - LLM_CONTEXT_TURNS), len(turns))
+        conversation = "\n".join(
+            f"[{index}] {turns[index].role}: {_cut(turns[index].text)}" for index in shown
+        )
+        messages = [
+            {"role": "system", "content": DRIFT_PROMPT.format(first=first, last=last)},
+            {"role": "user", "content": conversation},
+        ]
+        try:
+            answer = self.model.complete_json(messages=messages)
+        except LLMError as err:
+            logger.info("drift model call failed: %s", err)
+            return None
+        return parse_drift_answer(answer, first=first, last=last)
+
+
+def parse_drift_answer(answer: object, *, first: int, last: int) -> DriftVerdict | None:
+    """A verdict from ``{"drifted": bool, "start": int}``; None when not strictly valid."""
+    if not isinstance(answer, dict):
+        return None
+    drifted = answer.get("drifted")
+    if drifted is False:
+        return DriftVerdict(False, None, "model: same subject")
+    if drifted is not True:
+        return None
+    start = answer.get("start")
+    if type(start) is not int or not first <= start <= last:
+        return None
+    return DriftVerdict(True, start, f"model: new subject at turn {start}")
+
+
+class ConfirmedDriftDetector:
+    """The model-free pass first; the model confirms (and places) a drift it reports.
+
+    When the model's answer is unusable, the model-free verdict stands.
+    """
+
+    name = "auto"
+
+    def __init__(self, *, first_pass: DriftDetector, judge: LLMDriftDetector) -> None:
+        self.first_pass = first_pass
+        self.judge = judge
+
+    def detect(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict:
+        first = self.first_pass.detect(turns, scan_back=scan_back)
+        if not first.drifted:
+            return first
+        confirmed = self.judge.judge(turns, scan_back=scan_back)
+        return first if confirmed is None else confirmed
+
+
+def get_drift_detector() -> DriftDetector:
+    """The detector ``settings.DRIFT_DETECTOR`` names ("auto", "llm", "lexical", "baseline")."""
+    choice = settings.DRIFT_DETECTOR
+    if choice not in ("auto", "llm"):
+        return get_detector(choice)
+    model = get_chat_model("summary")
+    lexical = get_detector("lexical")
+    if model.offline:
+        return lexical
+    if choice == "llm":
+        return LLMDriftDetector(model, fallback=lexical)
+    return ConfirmedDriftDetector(first_pass=lexical, judge=LLMDriftDetector(model))
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LLM_TURN_CHARS else text[: LLM_TURN_CHARS - 1] + "…"
+
+
+# --- from a verdict to a fork plan --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    session_id: int
+    topic_id: int
+    start_seq: int  # the first message of the new subject; it and every later one move
+    reason: str
+
+
+def is_turn(message: Message) -> bool:
+    """A message that carries conversation: the user's, or the assistant's with text."""
+    if message.role == Message.Role.USER:
+        return True
+    return message.role == Message.Role.ASSISTANT and bool(message.content.strip())
+
+
+def plan_fork(
+    *, topic: Topic, history: Sequence[Message], detector: DriftDetector, scan_back: int
+) -> tuple[DriftVerdict, ForkPlan | None]:
+    """Run the detector on the topic's history; a plan when it drifted within the window.
+
+    The window is the last ``scan_back`` messages of the topic (all roles), so a fork
+    never moves more than ``scan_back`` of the messages the detector saw. A verdict that
+    points outside it is logged and ignored, and the cut is moved so that a tool call and
+    its results stay together.
+    """
+    window_start = max(0, len(history) - scan_back)
+    rows = [index for index, message in enumerate(history) if is_turn(message)]
+    turns = [Turn(role=history[index].role, text=history[index].content) for index in rows]
+    in_window = sum(1 for index in rows if index >= window_start)
+    if len(turns) < 2 or in_window == 0:
+        return DriftVerdict(False, None, "too few turns to judge"), None
+    verdict = detector.detect(turns, scan_back=in_window)
+    if not verdict.drifted:
+        return verdict, None
+    start = verdict.start
+    if type(start) is not int or not max(1, len(turns) - in_window) <= start < len(turns):
+        logger.warning("%s detector answered a start outside the window: %r", detector.name, start)
+        return replace(verdict, drifted=False, start=None), None
+    cut = tool_safe_cut(history, rows[start], lowest=max(1, window_start))
+    if cut is None:
+        return replace(verdict, drifted=False, start=None), None
+    plan = ForkPlan(
+        session_id=topic.session_id,
+        topic_id=topic.pk,
+        start_seq=history[cut].seq,
+        reason=verdict.reason,
+    )
+    return verdict, plan
+
+
+def tool_safe_cut(history: Sequence[Message], cut: int, *, lowest: int) -> int | None:
+    """The nearest index to ``cut`` (preferring earlier, never below ``lowest``) where the
+    history can be split without separating a tool call from its results; None if none.
+
+    A tool result is tied to the assistant message that made its call (by call id; an
+    unmatched result to the nearest earlier tool-calling assistant message).
+    """
+    call_owner: dict[str, int] = {}
+    last_caller: int | None = None
+    spans: list[tuple[int, int]] = []
+    for index, message in enumerate(history):
+        if message.role == Message.Role.ASSISTANT and message.tool_calls:
+            last_caller = index
+            for call in message.tool_calls:
+                if isinstance(call, dict) and call.get("id"):
+                    call_owner[call["id"]] = index
+        elif message.role == Message.Role.TOOL:
+            owner = call_owner.get(message.tool_call_id, last_caller)
+            if owner is not None:
+                spans.append((owner, index))
+
+    def splits(at: int) -> bool:
+        return any(first < at <= last for first, last in spans)
+
+    for at in range(cut, lowest - 1, -1):
+        if not splits(at):
+            return at
+    for at in range(cut + 1, len(history)):
+        if not splits(at):
+            return at
+    return None
+
+
+# --- the silent fork ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    prior: Topic
+    topic: Topic
+    relocated_message_ids: list[int]
+
+
+def do_silent_fork(*, plan: ForkPlan, prepared: PreparedSummary | None = None) -> ForkResult | None:
+    """Fork the session's active topic at ``plan.start_seq``; None when the plan is stale.
+
+    In one transaction, under the session row lock: create the new topic, relocate the
+    new subject's messages (the topic changes, the sequence numbers do not), summarize
+    the prior topic from what remains of it and its notes, archive those notes, then
+    make the new topic active. ``prepared`` is a summary computed before the lock from
+    the messages that stay; it is used only if they and the notes are unchanged, else
+    the summary is computed again here.
+
+    Idempotent: a replayed plan finds its topic no longer active and does nothing.
+    """
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=plan.session_id)
+        prior = (
+            Topic.objects.select_for_update(of=("self",))
+            .select_related("session")
+            .filter(pk=plan.topic_id, session_id=plan.session_id, is_active=True)
+            .first()
+        )
+        if prior is None:
+            return None
+        moving = list(
+            prior.messages.filter(seq__gte=plan.start_seq)
+            .order_by("seq")
+            .values_list("pk", "role", "content")
+        )
+        if not moving or not prior.messages.filter(seq__lt=plan.start_seq).exists():
+            return None
+        first_user = next((c for _, role, c in moving if role == Message.Role.USER), "")
+        topic = Topic.objects.create(
+            session=session,
+            origin=Topic.Origin.DRIFT,
+            forked_from=prior,
+            is_active=False,
+            title=fallback_title(first_user) if first_user.strip() else "",
+        )
+        relocated = [pk for pk, _, _ in moving]
+        Message.objects.filter(pk__in=relocated).update(topic=topic)
+
+        apply_summary(topic=prior, summary=confirm_summary(prepared, topic=prior))
+        Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
+        prior.is_active = False
+        prior.closed_at = timezone.now()
+        prior.evaluated_through_seq = max(prior.evaluated_through_seq, plan.start_seq - 1)
+        prior.save(update_fields=["is_active", "closed_at", "evaluated_through_seq"])
+        topic.is_active = True
+        topic.save(update_fields=["is_active"])
+        record_drift_result(session_id=session.pk, text=drift_result_text(FORKED_FROM, prior))
+
+        publish_topic_updated(prior, reason="summary")
+        publish_on_commit(
+            session.pk,
+            {
+                "type": "topic.created",
+                "topic": topic_payload(topic),
+                "previous": topic_payload(prior),
+                "relocated_message_ids": relocated,
+            },
+        )
+    logger.info("session %s forked topic %s into %s", session.pk, prior.pk, topic.pk)
+    return ForkResult(prior=prior, topic=topic, relocated_message_ids=relocated)
+
+
+# --- the drift result shown in the context stack ------------------------------------------
+
+
+def drift_result_text(kind: str, topic: Topic) -> str:
+    """``continuing: <title>`` or ``forked from: <title>``, short."""
+    title = " ".join((topic.title or f"topic {topic.pk}").split())
+    if len(title) > DRIFT_RESULT_TITLE_LIMIT:
+        title = title[: DRIFT_RESULT_TITLE_LIMIT - 1] + "…"
+    return f"{kind}: {title}"
+
+
+def record_drift_result(*, session_id: int, text: str) -> None:
+    """Store the drift result only when it changes: it sits in the stable prefix, and an
+    identical rewrite must not look like a change to anything watching it."""
+    Session.objects.filter(pk=session_id).exclude(drift_result=text).update(drift_result=text)

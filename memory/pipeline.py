@@ -1,0 +1,253 @@
+"""The evaluation pipeline: one entry point, its guards, and the triggers that reach it.
+
+:func:`evaluate_session` runs drift detection on the session's active topic, then either
+a silent fork (memory/drift.py) or an in-place refresh of title, summary and
+keep-in-memory. It is guarded three ways:
+
+* a per-session lock in the Django cache (Redis in the full mode, so it holds across
+  servers and workers): a second evaluation of a busy session is skipped, not queued;
+* the server's ``hasEvaluated``: a topic already evaluated through its last message is
+  skipped until a new message arrives or the active topic changes (a new topic starts
+  unevaluated);
+* the fork itself re-checks, under the session row lock, that its topic is still the
+  active one, so a retried or duplicated task never forks twice.
+
+Triggers. :func:`note_message_stored` (the message-send handler) enqueues an evaluation
+every ``DRIFT_INTERVAL_MESSAGES`` conversation messages: the spec's "five user-assistant
+turn pairs — ten messages" counts the user's messages and the assistant's replies, so
+tool results and the assistant's tool-call requests do not count (a tool-heavy turn is
+still one pair). :func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
+goes through a 2000 ms trailing-edge debounce per session that holds across processes:
+each trigger stores a fresh token in the cache and schedules the task two seconds later
+carrying it; a task whose token is no longer the latest does nothing.
+
+Where the work runs. With a worker (the full mode) tasks go to Celery after commit. In
+the embedded mode tasks would run inline (``task_always_eager``), blocking the request
+and ignoring the countdown, so a daemon timer thread in this process runs them instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connections, transaction
+from django.db.models import Q
+
+from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
+from memory.drift import (
+    CONTINUING,
+    do_silent_fork,
+    drift_result_text,
+    get_drift_detector,
+    plan_fork,
+    record_drift_result,
+)
+from memory.drift_detectors import DriftDetector
+from memory.models import Message, Topic
+from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
+
+logger = logging.getLogger(__name__)
+
+# A debounce token outlives any sane queue delay; a missing one lets the task run.
+DEBOUNCE_TOKEN_SECONDS = 10 * 60
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    action: Literal["skipped", "forked", "refreshed"]
+    detail: str
+    topic_id: int | None = None  # the topic that was evaluated
+    new_topic_id: int | None = None  # the topic a fork created
+
+
+# --- triggers -----------------------------------------------------------------------------
+
+
+def note_message_stored(*, session_id: int, message_count: int) -> None:
+    """Call after every stored message; ``message_count`` is the session's count after the
+    store (the new message's sequence number). Enqueues an evaluation, after commit, when
+    that message is the tenth, twentieth... conversation message. Never raises."""
+    try:
+        if _is_interval_message(session_id=session_id, seq=message_count):
+            _enqueue(session_id=session_id, reason="interval")
+    except Exception:  # best effort: a lost heartbeat must never fail the message
+        logger.exception("could not schedule the interval evaluation of session %s", session_id)
+
+
+def _conversation_messages() -> Q:
+    return Q(role=Message.Role.USER) | Q(role=Message.Role.ASSISTANT, tool_calls=[])
+
+
+def _is_interval_message(*, session_id: int, seq: int) -> bool:
+    session_messages = Message.objects.filter(session_id=session_id)
+    if not session_messages.filter(_conversation_messages(), seq=seq).exists():
+        return False
+    count = session_messages.filter(_conversation_messages(), seq__lte=seq).count()
+    return count % DRIFT_INTERVAL_MESSAGES == 0
+
+
+def request_exit_evaluation(*, session_id: int) -> None:
+    """An exit trigger: evaluate about two seconds after the last of a burst. Never raises."""
+    try:
+        token = uuid.uuid4().hex
+        cache.set(_debounce_key(session_id), token, DEBOUNCE_TOKEN_SECONDS)
+        _enqueue(
+            session_id=session_id,
+            reason="exit",
+            debounce_token=token,
+            countdown=EXIT_DEBOUNCE_SECONDS,
+        )
+    except Exception:  # fire-and-forget: the user's exit is never blocked
+        logger.exception("could not schedule the exit evaluation of session %s", session_id)
+
+
+def _debounce_key(session_id: int) -> str:
+    return f"evaluation-debounce:{session_id}"
+
+
+def _enqueue(
+    *, session_id: int, reason: str, debounce_token: str | None = None, countdown: float = 0.0
+) -> None:
+    """Schedule ``evaluate_session_task`` once the current transaction commits."""
+    from memory.tasks import evaluate_session_task  # the task module imports this one
+
+    def send() -> None:
+        try:
+            if evaluate_session_task.app.conf.task_always_eager:
+                _start_in_background(
+                    session_id=session_id,
+                    reason=reason,
+                    debounce_token=debounce_token,
+                    delay=countdown,
+                )
+            else:
+                evaluate_session_task.apply_async(
+                    args=[session_id, reason, debounce_token], countdown=countdown
+                )
+        except Exception:
+            logger.exception("could not enqueue the evaluation of session %s", session_id)
+
+    transaction.on_commit(send)
+
+
+def _start_in_background(
+    *, session_id: int, reason: str, debounce_token: str | None, delay: float
+) -> None:
+    timer = threading.Timer(
+        delay,
+        _evaluate_in_background,
+        kwargs={"session_id": session_id, "reason": reason, "debounce_token": debounce_token},
+    )
+    timer.name = f"evaluate-session-{session_id}"
+    timer.daemon = True
+    timer.start()
+
+
+def _evaluate_in_background(*, session_id: int, reason: str, debounce_token: str | None) -> None:
+    try:
+        run_evaluation(session_id=session_id, reason=reason, debounce_token=debounce_token)
+    except Exception:
+        logger.exception("evaluation of session %s failed", session_id)
+    finally:
+        connections.close_all()  # this thread's connections only
+
+
+# --- the entry point ----------------------------------------------------------------------
+
+
+def run_evaluation(
+    *, session_id: int, reason: str, debounce_token: str | None = None
+) -> EvaluationOutcome:
+    """What the task runs: the debounce check, then :func:`evaluate_session`."""
+    if debounce_token is not None:
+        latest = cache.get(_debounce_key(session_id))
+        if latest is not None and latest != debounce_token:
+            return EvaluationOutcome("skipped", "superseded by a later trigger")
+    return evaluate_session(session_id=session_id, reason=reason)
+
+
+def evaluate_session(
+    *, session_id: int, reason: str, detector: DriftDetector | None = None
+) -> EvaluationOutcome:
+    """Evaluate the session's active topic: a silent fork on drift, else a refresh.
+
+    ``detector`` defaults to the one settings choose (memory.drift.get_drift_detector).
+    """
+    with _evaluation_lock(session_id) as acquired:
+        if not acquired:
+            return EvaluationOutcome("skipped", "another evaluation of this session is running")
+        outcome = _evaluate(session_id=session_id, detector=detector)
+    logger.info("evaluation of session %s (%s): %s", session_id, reason, outcome)
+    return outcome
+
+
+@contextmanager
+def _evaluation_lock(session_id: int) -> Iterator[bool]:
+    """A cache lock that expires on its own if its holder dies mid-evaluation."""
+    key, token = f"evaluation-lock:{session_id}", uuid.uuid4().hex
+    acquired = cache.add(key, token, _lock_seconds())
+    try:
+        yield acquired
+    finally:
+        if acquired and cache.get(key) == token:
+            cache.delete(key)
+
+
+def _lock_seconds() -> int:
+    """Long enough for a detector call and a summary call, each with its retries."""
+    attempts = settings.LLM_MAX_RETRIES + 1
+    return int(2 * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
+
+
+def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:
+    topic = Topic.objects.filter(session_id=session_id, is_active=True).first()
+    if topic is None:
+        return EvaluationOutcome("skipped", "no such session")
+    history = topic_history(topic)
+    if not history:
+        return EvaluationOutcome("skipped", "the active topic has no messages", topic.pk)
+    if topic.evaluated_through_seq >= history[-1].seq:
+        return EvaluationOutcome("skipped", "no new message since the last evaluation", topic.pk)
+
+    verdict, plan = plan_fork(
+        topic=topic,
+        history=history,
+        detector=detector or get_drift_detector(),
+        scan_back=settings.DRIFT_SCAN_BACK,
+    )
+    if plan is not None:
+        # The model call for the prior topic's summary happens before any lock is held.
+        prepared = prepare_summary(topic=topic, before_seq=plan.start_seq)
+        fork = do_silent_fork(plan=plan, prepared=prepared)
+        if fork is None:
+            return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
+        return EvaluationOutcome("forked", verdict.reason, topic.pk, fork.topic.pk)
+    _refresh(topic=topic, through_seq=history[-1].seq)
+    return EvaluationOutcome("refreshed", verdict.reason, topic.pk)
+
+
+def _refresh(*, topic: Topic, through_seq: int) -> None:
+    """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
+    through the last message the detector saw (a later one gets evaluated next time)."""
+    prepared = prepare_summary(topic=topic)
+    with transaction.atomic():
+        topic = (
+            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
+        )
+        changed = apply_summary(topic=topic, summary=prepared.summary)
+        topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
+        topic.save(update_fields=["evaluated_through_seq"])
+        if changed:
+            publish_topic_updated(topic, reason="refresh")
+        if topic.is_active:
+            record_drift_result(
+                session_id=topic.session_id, text=drift_result_text(CONTINUING, topic)
+            )

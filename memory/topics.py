@@ -1,0 +1,67 @@
+"""A new topic started by the user.
+
+The prior topic is summarized before the new one becomes active, and its notes are
+archived only after that summary exists: closing one line of work and starting the next
+are a single step from memory's point of view (one transaction, under the session row
+lock that every message append takes first).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory.events import publish_on_commit, topic_payload
+from memory.models import Notes, Session, Topic
+from memory.summarize import (
+    apply_summary,
+    confirm_summary,
+    prepare_summary,
+    publish_topic_updated,
+    topic_history,
+)
+
+
+def do_start_user_topic(*, session: Session) -> Topic:
+    """Close the active topic (summarized, notes archived) and start a new active one.
+
+    The summary call is made before the lock is taken; inside it, the summary is used
+    only if the topic's messages and notes are still the ones summarized (otherwise it is
+    made again, under the lock). A prior topic without messages is closed without a
+    summary, since there is nothing to summarize. The drift result is cleared: it spoke
+    of the topic that just closed.
+    """
+    current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
+    prepared = prepare_summary(topic=current) if current and topic_history(current) else None
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session.pk).get()
+        prior = (
+            Topic.objects.select_for_update(of=("self",))
+            .select_related("session")
+            .filter(session_id=session.pk, is_active=True)
+            .first()
+        )
+        if prior is not None:
+            history = topic_history(prior)
+            if history:
+                apply_summary(topic=prior, summary=confirm_summary(prepared, topic=prior))
+            Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
+            prior.is_active = False
+            prior.closed_at = timezone.now()
+            if history:
+                prior.evaluated_through_seq = max(prior.evaluated_through_seq, history[-1].seq)
+            prior.save(update_fields=["is_active", "closed_at", "evaluated_through_seq"])
+            if history:
+                publish_topic_updated(prior, reason="summary")
+        topic = Topic.objects.create(session_id=session.pk, origin=Topic.Origin.USER)
+        Session.objects.filter(pk=session.pk).exclude(drift_result="").update(drift_result="")
+        publish_on_commit(
+            session.pk,
+            {
+                "type": "topic.created",
+                "topic": topic_payload(topic),
+                "previous": topic_payload(prior) if prior is not None else None,
+                "relocated_message_ids": [],
+            },
+        )
+    return topic

@@ -1,0 +1,181 @@
+"""The evaluation entry point: guards, the in-place refresh, the ten-message trigger."""
+
+import pytest
+
+from memory import events
+from memory.models import Message, Topic
+from memory.pipeline import evaluate_session, note_message_stored
+from memory.tasks import evaluate_session_task
+from tests.evaluation_helpers import (
+    SUBJECT_A,
+    SUBJECT_B,
+    MarkerDetector,
+    celery_eager,
+    converse,
+    say,
+    summary_answer,
+)
+
+
+def evaluate(session, detector=None):
+    return evaluate_session(
+        session_id=session.pk, reason="test", detector=detector or MarkerDetector()
+    )
+
+
+def test_without_drift_the_topic_is_refreshed_in_place(
+    fake_openai, session, monkeypatch, django_capture_on_commit_callbacks
+):
+    published = []
+    monkeypatch.setattr(events, "publish", lambda session_id, event: published.append(event))
+    converse(session, SUBJECT_A)
+    fake_openai.reply_json(summary_answer(title="Balcony garden", keep=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = evaluate(session)
+
+    assert outcome.action == "refreshed"
+    topic = session.active_topic()
+    assert (topic.title, topic.keep_in_memory, topic.evaluated_through_seq) == (
+        "Balcony garden",
+        True,
+        6,
+    )
+    session.refresh_from_db()
+    assert session.drift_result == "continuing: Balcony garden"
+    assert Topic.objects.filter(session=session).count() == 1
+    (event,) = published
+    assert (event["type"], event["reason"]) == ("topic.updated", "refresh")
+    assert (event["topic"]["title"], event["topic"]["memory_state"]) == (
+        "Balcony garden",
+        "promoted",
+    )
+
+
+def test_a_second_evaluation_with_no_new_message_is_skipped(fake_openai, session):
+    converse(session, SUBJECT_A)
+    fake_openai.reply_json(summary_answer())
+    assert evaluate(session).action == "refreshed"
+
+    second = evaluate(session)
+
+    assert (second.action, second.detail) == (
+        "skipped",
+        "no new message since the last evaluation",
+    )
+    assert len(fake_openai.requests) == 1  # no second model call
+
+
+def test_a_new_message_makes_the_topic_evaluable_again(fake_openai, session):
+    converse(session, SUBJECT_A)
+    evaluate(session)
+    say(session, "user", "Should I add marigolds against pests?")
+
+    assert evaluate(session).action == "refreshed"
+    assert session.active_topic().evaluated_through_seq == 7
+
+
+def test_an_error_record_is_not_a_new_message(fake_openai, session):
+    converse(session, SUBJECT_A)
+    evaluate(session)
+    say(session, "error", "the provider timed out")
+
+    assert evaluate(session).action == "skipped"
+
+
+def test_a_new_active_topic_is_evaluated_after_a_fork(fake_openai, session):
+    converse(session, SUBJECT_A + SUBJECT_B)
+    assert evaluate(session).action == "forked"
+
+    outcome = evaluate(session)  # the forked topic has not been evaluated yet
+
+    assert outcome.action == "refreshed"
+    assert outcome.topic_id == session.active_topic().pk
+
+
+def test_two_evaluations_of_one_session_never_run_at_once(fake_openai, session):
+    converse(session, SUBJECT_A)
+    inner = []
+
+    class ReentrantDetector(MarkerDetector):
+        def detect(self, turns, *, scan_back):
+            inner.append(evaluate(session))
+            return super().detect(turns, scan_back=scan_back)
+
+    outer = evaluate(session, ReentrantDetector())
+
+    assert outer.action == "refreshed"
+    assert (inner[0].action, inner[0].detail) == (
+        "skipped",
+        "another evaluation of this session is running",
+    )
+    assert evaluate(session).detail == "no new message since the last evaluation"  # released
+
+
+def test_an_empty_topic_is_skipped(session):
+    assert evaluate(session).detail == "the active topic has no messages"
+
+
+# --- the ten-message trigger ---------------------------------------------------------------
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """Full mode (a worker): capture what would be sent to the broker."""
+    sent = []
+    monkeypatch.setattr(
+        evaluate_session_task, "apply_async", lambda args, countdown: sent.append(args)
+    )
+    with celery_eager(False):
+        yield sent
+
+
+def store(session, role, content="", **fields):
+    """What the message-send handler does: store, then tell the pipeline."""
+    message = say(session, role, content, **fields)
+    note_message_stored(session_id=session.pk, message_count=message.seq)
+    return message
+
+
+def test_the_tenth_message_enqueues_an_evaluation_and_the_ninth_does_not(
+    session, enqueued, django_capture_on_commit_callbacks
+):
+    lines = (SUBJECT_A + SUBJECT_B) * 2
+    with django_capture_on_commit_callbacks(execute=True):
+        for role, content in lines[:9]:
+            store(session, role, content)
+    assert enqueued == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        store(session, *lines[9])
+    assert enqueued == [[session.pk, "interval", None]]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        for role, content in lines[10:20]:
+            store(session, role, content)
+    assert len(enqueued) == 2
+
+
+def test_tool_traffic_does_not_count_toward_the_ten_messages(
+    session, enqueued, django_capture_on_commit_callbacks
+):
+    call = {"id": "c1", "type": "function", "function": {"name": "notes", "arguments": "{}"}}
+    with django_capture_on_commit_callbacks(execute=True):
+        for role, content in (SUBJECT_A + SUBJECT_B)[:9]:
+            store(session, role, content)
+        store(session, "assistant", "", tool_calls=[call])
+        store(session, "tool", "notes: empty", tool_call_id="c1")
+        assert enqueued == []
+        store(session, "assistant", "Here is the plan.")  # the tenth conversation message
+    assert Message.objects.filter(session=session).count() == 12
+    assert enqueued == [[session.pk, "interval", None]]
+
+
+def test_the_enqueue_waits_for_the_commit(session, enqueued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        for role, content in (SUBJECT_A + SUBJECT_B)[:10]:
+            store(session, role, content)
+    assert enqueued == []
+    for callback in callbacks:
+        callback()
+    assert enqueued == [[session.pk, "interval", None]]
