@@ -1,3 +1,9 @@
 """Websocket routes."""
 
-websocket_urlpatterns: list = []
+from django.urls import re_path
+
+from chat.consumers import SessionConsumer
+
+websocket_urlpatterns = [
+    re_path(r"^ws/sessions/(?P<session_id>\d+)/$", SessionConsumer.as_asgi()),
+]

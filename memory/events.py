@@ -46,6 +46,23 @@ class MessageCreated(TypedDict):
     message: MessagePayload
 
 
+class TurnStarted(TypedDict):
+    """The agent began answering ``user_message_id``; deltas with this ``turn_id`` follow."""
+
+    type: Literal["turn.started"]
+    turn_id: str
+    user_message_id: int
+
+
+class TurnDone(TypedDict):
+    """The turn ended: ``ok`` with its final reply stored, or not after a ``turn.error``."""
+
+    type: Literal["turn.done"]
+    turn_id: str
+    reply_message_id: int | None
+    ok: bool
+
+
 class ReplyDelta(TypedDict):
     """A piece of the reply being streamed; ``turn_id`` ties deltas to their turn."""
 
@@ -88,7 +105,16 @@ class ErrorEvent(TypedDict):
     message: str
 
 
-Event = MessageCreated | ReplyDelta | TurnError | TopicCreated | TopicUpdated | ErrorEvent
+Event = (
+    MessageCreated
+    | TurnStarted
+    | ReplyDelta
+    | TurnDone
+    | TurnError
+    | TopicCreated
+    | TopicUpdated
+    | ErrorEvent
+)
 
 
 def session_group(session_id: int) -> str:

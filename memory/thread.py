@@ -1,5 +1,7 @@
 """Writing to a session's message thread."""
 
+from django.db.models import Sum
+
 from memory.events import message_payload, publish_on_commit
 from memory.models import Message, Session, Topic
 
@@ -10,3 +12,16 @@ def store_message(*, session: Session, topic: Topic | None = None, **fields) -> 
     message = session.append_message(topic=topic, **fields)
     publish_on_commit(session.pk, {"type": "message.created", "message": message_payload(message)})
     return message
+
+
+def usage_totals(*, session_id: int) -> dict:
+    """The provider-reported tokens of every model call of a session, summed, and the
+    share of prompt tokens the provider served from its prompt cache (None before any)."""
+    totals = Message.objects.filter(session_id=session_id).aggregate(
+        prompt_tokens=Sum("prompt_tokens", default=0),
+        cached_tokens=Sum("cached_tokens", default=0),
+        completion_tokens=Sum("completion_tokens", default=0),
+    )
+    prompt = totals["prompt_tokens"]
+    totals["cache_hit_ratio"] = round(totals["cached_tokens"] / prompt, 4) if prompt else None
+    return totals

@@ -43,9 +43,14 @@ from driftless.settings import CACHES, CHANNEL_LAYERS, DATABASES  # noqa: E402
 
 # Several test runs may share one Redis (parallel developers, a dev worker): each run
 # gets its own key prefix, channel prefix and Celery queue, and its own Redis databases.
-_RUN = f"test{os.getpid()}"
+# DRIFTLESS_TEST_RUN lets a server started by the browser tests (a daphne subprocess) share
+# the prefixes of the pytest process that started it, so events it publishes reach it.
+_RUN = os.environ.get("DRIFTLESS_TEST_RUN") or f"test{os.getpid()}"
 if SERVICES["postgres"]:
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DRIFTLESS_TEST_DB", "test_driftless")}
+    # DRIFTLESS_DB_NAME points that subprocess at the already created test database itself.
+    if os.environ.get("DRIFTLESS_DB_NAME"):
+        DATABASES["default"]["NAME"] = os.environ["DRIFTLESS_DB_NAME"]
 if SERVICES["redis"]:
     CACHES["default"]["KEY_PREFIX"] = _RUN
     CHANNEL_LAYERS["default"]["CONFIG"] = {
@@ -57,3 +62,9 @@ CELERY_TASK_DEFAULT_QUEUE = _RUN
 # Tests run tasks in-process unless a test starts a real worker (see tests/test_celery_*).
 CELERY_TASK_ALWAYS_EAGER = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The websocket origin check is built when driftless.asgi is imported, before pytest-django
+# adds "testserver", so the hosts the tests use are listed here.
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+# Async tests reach the database from worker threads; closing each connection when its
+# call ends keeps the test database free to be dropped at the end of the run.
+DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -1,1 +1,179 @@
-urlpatterns: list = []
+"""Agents, sessions, topics and messages over REST, including a whole turn without streaming.
+
+Every lookup goes through the caller's own rows (chat/api/scoping.py): another user's
+session or topic answers 404, exactly like one that does not exist. Views parse, call one
+domain function, and render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat.api.scoping import owned_session_or_404, owned_topic_or_404
+from chat.api.serializers import (
+    AgentSerializer,
+    DetailSerializer,
+    MessageSerializer,
+    SendMessageSerializer,
+    SessionDetailSerializer,
+    SessionSerializer,
+    StartSessionSerializer,
+    TopicSerializer,
+    TurnFailedSerializer,
+    TurnSerializer,
+)
+from chat.turn import TurnBusy, TurnResult, do_new_topic, do_send_message
+from memory.models import Agent, Session
+from memory.thread import usage_totals
+
+_NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions.")
+_BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
+
+
+def _busy() -> Response:
+    return Response({"detail": str(TurnBusy())}, status=status.HTTP_409_CONFLICT)
+
+
+class AgentList(APIView):
+    @extend_schema(responses=AgentSerializer(many=True), summary="The agents you may talk to")
+    def get(self, request: Request) -> Response:
+        agents = Agent.objects.usable_by(request.user).select_related("organization")
+        return Response(AgentSerializer(agents, many=True).data)
+
+
+class SessionList(APIView):
+    @extend_schema(responses=SessionSerializer(many=True), summary="Your sessions, latest first")
+    def get(self, request: Request) -> Response:
+        sessions = Session.objects.owned_by(request.user).select_related("agent")
+        return Response(SessionSerializer(sessions, many=True).data)
+
+    @extend_schema(
+        request=StartSessionSerializer,
+        responses={201: SessionDetailSerializer},
+        summary="Start a session with one of your agents",
+    )
+    def post(self, request: Request) -> Response:
+        form = StartSessionSerializer(data=request.data, user=request.user)
+        form.is_valid(raise_exception=True)
+        session = Session.objects.start(
+            user=request.user,
+            agent=form.validated_data["agent"],
+            title=form.validated_data["title"],
+        )
+        return Response(_session_detail(session), status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    @extend_schema(
+        responses={200: SessionDetailSerializer, 404: _NOT_FOUND},
+        summary="A session, with its active topic and token usage",
+    )
+    def get(self, request: Request, session_id: int) -> Response:
+        return Response(_session_detail(owned_session_or_404(request.user, session_id)))
+
+
+class SessionMessages(APIView):
+    @extend_schema(
+        request=SendMessageSerializer,
+        responses={
+            201: TurnSerializer,
+            400: OpenApiResponse(description="Empty or too long (see docs/websocket.md)."),
+            404: _NOT_FOUND,
+            409: _BUSY,
+            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
+            502: OpenApiResponse(
+                TurnFailedSerializer, description="The model failed; the message is kept."
+            ),
+        },
+        summary="Send a message and get the whole reply (no streaming)",
+    )
+    def post(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        form = SendMessageSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            result = do_send_message(session=session, content=form.validated_data["content"])
+        except TurnBusy:
+            return _busy()
+        return _turn_response(result)
+
+
+class SessionTopics(APIView):
+    @extend_schema(responses={200: TopicSerializer(many=True), 404: _NOT_FOUND})
+    def get(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        return Response(
+            TopicSerializer(session.topics.order_by("created_at", "pk"), many=True).data
+        )
+
+    @extend_schema(
+        request=None,
+        responses={201: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY},
+        summary="Start a new topic (the active one is summarized first)",
+    )
+    def post(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        try:
+            topic = do_new_topic(session=session)
+        except TurnBusy:
+            return _busy()
+        return Response(TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
+
+
+class TopicMessages(APIView):
+    @extend_schema(
+        responses={200: MessageSerializer(many=True), 404: _NOT_FOUND},
+        summary="A topic's messages in order, tool calls, results and error records included",
+    )
+    def get(self, request: Request, topic_id: int) -> Response:
+        topic = owned_topic_or_404(request.user, topic_id)
+        return Response(MessageSerializer(topic.messages.order_by("seq"), many=True).data)
+
+
+def _session_detail(session: Session) -> dict:
+    session = Session.objects.prefetch_related("topics").select_related("agent").get(pk=session.pk)
+    session.usage = usage_totals(session_id=session.pk)
+    return SessionDetailSerializer(session).data
+
+
+def _turn_response(result: TurnResult) -> Response:
+    user_message = MessageSerializer(result.user_message).data
+    activity = MessageSerializer(result.activity, many=True).data
+    if result.failure is not None:
+        body = {
+            "turn_id": result.turn_id,
+            "error": result.error.content if result.error else "the turn failed",
+            "retryable": True,
+            "user_message": user_message,
+            "activity": activity,
+            "error_message": MessageSerializer(result.error).data if result.error else None,
+        }
+        code = status.HTTP_502_BAD_GATEWAY if result.failure == "model" else 500
+        return Response(body, status=code)
+    return Response(
+        {
+            "turn_id": result.turn_id,
+            "user_message": user_message,
+            "activity": activity,
+            "reply": MessageSerializer(result.reply).data,
+            "usage": asdict(result.usage),
+        },
+        status=status.HTTP_201_CREATED,
+    )
+
+
+urlpatterns = [
+    path("agents/", AgentList.as_view(), name="api-agents"),
+    path("sessions/", SessionList.as_view(), name="api-sessions"),
+    path("sessions/<int:session_id>/", SessionDetail.as_view(), name="api-session"),
+    path("sessions/<int:session_id>/messages", SessionMessages.as_view(), name="api-messages"),
+    path("sessions/<int:session_id>/topics/", SessionTopics.as_view(), name="api-topics"),
+    path("topics/<int:topic_id>/messages", TopicMessages.as_view(), name="api-topic-messages"),
+]

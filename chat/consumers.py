@@ -1,0 +1,119 @@
+"""The websocket of one session: ``ws/sessions/<id>/`` (protocol in docs/websocket.md).
+
+The consumer is an interface and stays thin: it checks that the caller owns the session,
+parses each frame (chat/protocol.py), hands the work to one domain function in a worker
+thread, and forwards the session's events (memory/events.py) as JSON frames. The work
+runs off the event loop so the socket keeps receiving (and refusing a second send) while
+a reply streams; events reach every tab of the session through the channel-layer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import connections
+
+from chat.protocol import (
+    TURN_IN_PROGRESS_MESSAGE,
+    ClientFrame,
+    ErrorCode,
+    FrameRefused,
+    NewTopic,
+    RetryTurn,
+    SendMessage,
+    parse_frame,
+)
+from chat.turn import NothingToRetry, TurnBusy, do_new_topic, do_retry_turn, do_send_message
+from memory.events import session_group
+from memory.models import Session
+from memory.pipeline import request_exit_evaluation
+
+logger = logging.getLogger(__name__)
+
+# Turns mostly wait on the model, so more threads than cores is right; each one holds a
+# database connection while it works, which bounds this by the database's connections.
+TURN_WORKERS = 32
+_turn_executor = ThreadPoolExecutor(max_workers=TURN_WORKERS, thread_name_prefix="turn")
+
+# Close codes when the handshake is refused.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+def _owns_session(user, session_id: int) -> bool:
+    return Session.objects.owned_by(user).filter(pk=session_id).exists()
+
+
+def _act(user, session_id: int, frame: ClientFrame) -> None:
+    """Run one client request to the end, in a worker thread."""
+    try:
+        session = Session.objects.owned_by(user).select_related("agent").get(pk=session_id)
+        if isinstance(frame, SendMessage):
+            do_send_message(session=session, content=frame.content)
+        elif isinstance(frame, RetryTurn):
+            do_retry_turn(session=session)
+        elif isinstance(frame, NewTopic):
+            do_new_topic(session=session)
+    finally:
+        # Worker threads are pooled: do not leave a connection open behind each one.
+        connections.close_all()
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    session_id: int | None = None
+    _work: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await database_sync_to_async(_owns_session)(user, session_id):
+            await self.close(code=CLOSE_FORBIDDEN)  # not found and not yours look the same
+            return
+        self.session_id = session_id
+        await self.channel_layer.group_add(session_group(session_id), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.session_id is None:
+            return
+        await self.channel_layer.group_discard(session_group(self.session_id), self.channel_name)
+        # A running turn is left to finish: its reply is stored for the next visit.
+        await database_sync_to_async(request_exit_evaluation)(session_id=self.session_id)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
+        try:
+            frame = parse_frame(text_data, binary=bytes_data is not None)
+        except FrameRefused as refused:
+            await self._send_error(refused.code, refused.message)
+            return
+        if self._work is not None and not self._work.done():
+            await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
+            return
+        self._work = asyncio.create_task(self._perform(frame))
+
+    async def _perform(self, frame: ClientFrame) -> None:
+        work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
+        try:
+            await work(self.scope["user"], self.session_id, frame)
+        except TurnBusy:
+            await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
+        except NothingToRetry as err:
+            await self._send_error("nothing_to_retry", str(err))
+        except Exception:
+            logger.exception("websocket request failed in session %s", self.session_id)
+            await self._send_error("internal_error", "the request failed; try again")
+
+    async def session_event(self, message: dict) -> None:
+        """An event published to the session's group: forwarded unchanged."""
+        await self.send(text_data=json.dumps(message["event"]))
+
+    async def _send_error(self, code: ErrorCode, text: str) -> None:
+        await self.send(text_data=json.dumps({"type": "error", "code": code, "message": text}))

@@ -1,0 +1,300 @@
+"""The agent turn: one user message in, one reply out, with tool calls in between.
+
+The order is the point. The user's message is stored first, so it is never lost whatever
+fails next; the context stack is assembled once, before the model sees anything; the
+model's answer streams to the session's clients as ``reply.delta`` events; when it calls
+tools, its tool-call message is stored, the built-ins (then MCP tools) run and store their
+results, and the model is asked again with those appended, for at most
+``MAX_TOOL_ROUNDS`` rounds; the final reply is stored with the provider's token usage. A
+model failure ends the turn with a stored error record and a ``turn.error`` event; the
+client may then retry, which runs the turn again without storing the message twice.
+
+A turn is a plain synchronous function: the websocket consumer runs it in a worker
+thread, the REST endpoint calls it directly. One turn per session runs at a time, across
+processes (a lock in the shared cache), so two tabs cannot interleave two replies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.core.cache import cache
+
+from chat.mcp import McpToolSource
+from chat.protocol import TURN_IN_PROGRESS_MESSAGE
+from memory.context import ContextStack, assemble_context, render_window
+from memory.events import publish, publish_on_commit
+from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
+from memory.models import Message, Session, Topic
+from memory.pipeline import note_message_stored
+from memory.thread import store_message
+from memory.tools import dispatch_tool_calls
+from memory.topics import do_start_user_topic
+
+logger = logging.getLogger(__name__)
+
+# How many times one turn may answer with tool calls before it must reply in words.
+MAX_TOOL_ROUNDS = 5
+# The per-session turn lock expires on its own if a process dies mid-turn; a live turn
+# refreshes it on every round and, at most every few seconds, while streaming.
+TURN_LOCK_SECONDS = 300
+_LOCK_REFRESH_SECONDS = 5.0
+INTERNAL_ERROR_TEXT = "the reply failed because of an internal error; try again"
+
+
+class TurnBusy(Exception):
+    """Another turn (or a topic change) of this session is running."""
+
+    def __init__(self) -> None:
+        super().__init__(TURN_IN_PROGRESS_MESSAGE)
+
+
+class NothingToRetry(Exception):
+    """The active topic has no unanswered user message to run the turn for."""
+
+
+@dataclass
+class TurnResult:
+    """What a turn stored, for the REST endpoint (websocket clients get events)."""
+
+    turn_id: str
+    user_message: Message
+    activity: list[Message] = field(default_factory=list)  # tool calls and their results
+    reply: Message | None = None
+    error: Message | None = None
+    failure: Literal["model", "internal"] | None = None
+    usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
+
+    def add_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.usage = Usage(
+                prompt_tokens=self.usage.prompt_tokens + usage.prompt_tokens,
+                cached_tokens=self.usage.cached_tokens + usage.cached_tokens,
+                completion_tokens=self.usage.completion_tokens + usage.completion_tokens,
+            )
+
+
+class _SessionLock:
+    """Held while a turn or a topic change runs; refreshed so it outlives slow models."""
+
+    def __init__(self, session_id: int) -> None:
+        self.key = f"driftless:turn-lock:{session_id}"
+        self.token = uuid.uuid4().hex
+        self._refreshed = 0.0
+
+    def acquire(self) -> None:
+        if not cache.add(self.key, self.token, timeout=TURN_LOCK_SECONDS):
+            raise TurnBusy()
+        self._refreshed = time.monotonic()
+
+    def refresh(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._refreshed >= _LOCK_REFRESH_SECONDS:
+            cache.touch(self.key, TURN_LOCK_SECONDS)
+            self._refreshed = now
+
+    def release(self) -> None:
+        if cache.get(self.key) == self.token:
+            cache.delete(self.key)
+
+
+@contextmanager
+def _session_lock(session_id: int) -> Iterator[_SessionLock]:
+    lock = _SessionLock(session_id)
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def do_send_message(*, session: Session, content: str) -> TurnResult:
+    """Store the user's message and run the turn for it. Raises TurnBusy (nothing is
+    stored then) when another turn of the session is running."""
+    with _session_lock(session.pk) as lock:
+        user_message = _store(session, role=Message.Role.USER, content=content)
+        return _run_turn(session=session, user_message=user_message, lock=lock)
+
+
+def check_retry(*, session: Session) -> Message:
+    """The user message a retry answers: the last one of the active topic, provided no
+    final reply followed it. Raises NothingToRetry otherwise."""
+    topic = Topic.objects.get(session_id=session.pk, is_active=True)
+    last = topic.messages.order_by("-seq").first()
+    if last is None or (last.role == Message.Role.ASSISTANT and not last.tool_calls):
+        raise NothingToRetry("the last message already has its reply")
+    user_message = topic.messages.filter(role=Message.Role.USER).order_by("-seq").first()
+    if user_message is None:
+        raise NothingToRetry("there is no message of yours to answer in this topic")
+    return user_message
+
+
+def do_retry_turn(*, session: Session) -> TurnResult:
+    """Run the turn again for the unanswered user message, without storing it twice."""
+    with _session_lock(session.pk) as lock:
+        user_message = check_retry(session=session)
+        return _run_turn(session=session, user_message=user_message, lock=lock)
+
+
+def do_new_topic(*, session: Session) -> Topic:
+    """Start a new topic (the prior one is summarized first), never during a turn."""
+    with _session_lock(session.pk):
+        return do_start_user_topic(session=session)
+
+
+def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) -> TurnResult:
+    result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
+    publish(
+        session.pk,
+        {"type": "turn.started", "turn_id": result.turn_id, "user_message_id": user_message.pk},
+    )
+    try:
+        with McpToolSource(session.agent.mcp_servers) as mcp:
+            stack = assemble_context(
+                session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
+            )
+            _converse(session=session, stack=stack, mcp=mcp, lock=lock, result=result)
+    except LLMError as err:
+        _fail(session, result, failure="model", text=str(err))
+    except Exception:
+        logger.exception("turn %s of session %s failed", result.turn_id, session.pk)
+        _fail(session, result, failure="internal", text=INTERNAL_ERROR_TEXT)
+    publish_on_commit(
+        session.pk,
+        {
+            "type": "turn.done",
+            "turn_id": result.turn_id,
+            "reply_message_id": result.reply.pk if result.reply else None,
+            "ok": result.failure is None,
+        },
+    )
+    return result
+
+
+def _converse(
+    *,
+    session: Session,
+    stack: ContextStack,
+    mcp: McpToolSource,
+    lock: _SessionLock,
+    result: TurnResult,
+) -> None:
+    """Ask the model, run the tools it calls, ask again; store the final reply."""
+    model = get_chat_model("chat")
+    messages = list(stack.messages)
+    for round_number in range(MAX_TOOL_ROUNDS + 1):
+        lock.refresh(force=True)
+        completion = _stream(model, messages, stack.tools, session, result.turn_id, lock)
+        result.add_usage(completion.usage)
+        if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:
+            content = completion.content
+            if completion.tool_calls:
+                content = _with_rounds_notice(content)
+            result.reply = _store(
+                session, role=Message.Role.ASSISTANT, content=content, **_usage(completion)
+            )
+            return
+        call_message = _store(
+            session,
+            role=Message.Role.ASSISTANT,
+            content=completion.content,
+            tool_calls=[
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in completion.tool_calls
+            ],
+            **_usage(completion),
+        )
+        tool_messages = dispatch_tool_calls(
+            session=session, tool_calls=completion.tool_calls, other=mcp
+        )
+        _note_stored(session, tool_messages)
+        result.activity += [call_message, *tool_messages]
+        messages += render_window([_row(message) for message in (call_message, *tool_messages)])
+
+
+def _stream(
+    model: ChatModel,
+    messages: list[dict],
+    tools: list[dict],
+    session: Session,
+    turn_id: str,
+    lock: _SessionLock,
+) -> Completion:
+    """Stream one model answer to the clients and return it complete."""
+    for item in model.stream(
+        messages=messages, tools=tools or None, prompt_cache_key=session.prompt_cache_key
+    ):
+        if isinstance(item, Completion):
+            return item
+        if item:
+            publish(session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": item})
+            lock.refresh()
+    raise LLMError("the model stream ended without an answer")
+
+
+def _with_rounds_notice(content: str) -> str:
+    notice = (
+        f"[Stopped: the model asked for tools more than {MAX_TOOL_ROUNDS} times in one turn. "
+        "The tool results so far are kept; send another message to continue.]"
+    )
+    return f"{content}\n\n{notice}" if content.strip() else notice
+
+
+def _fail(
+    session: Session, result: TurnResult, *, failure: Literal["model", "internal"], text: str
+) -> None:
+    """Record why the turn ended and tell the clients; the user may retry."""
+    result.failure = failure
+    try:
+        result.error = _store(session, role=Message.Role.ERROR, content=text)
+    except Exception:  # the database itself may be what failed: still tell the clients
+        logger.exception("could not store the error record of turn %s", result.turn_id)
+    publish_on_commit(
+        session.pk,
+        {"type": "turn.error", "turn_id": result.turn_id, "error": text, "retryable": True},
+    )
+
+
+def _store(session: Session, **fields) -> Message:
+    message = store_message(session=session, **fields)
+    _note_stored(session, [message])
+    return message
+
+
+def _note_stored(session: Session, messages: list[Message]) -> None:
+    """Tell the pipeline about each stored message (it acts on every tenth). A message's
+    sequence number is the session's message count once it was stored, so a batch of
+    tool results cannot skip a multiple of ten."""
+    for message in messages:
+        note_message_stored(session_id=session.pk, message_count=message.seq)
+
+
+def _usage(completion: Completion) -> dict:
+    usage = completion.usage
+    return {
+        "model_name": completion.model,
+        "prompt_tokens": usage.prompt_tokens if usage else None,
+        "cached_tokens": usage.cached_tokens if usage else None,
+        "completion_tokens": usage.completion_tokens if usage else None,
+    }
+
+
+def _row(message: Message) -> dict:
+    """A stored message as the window renders it, so this round's request shows the tool
+    activity exactly as the next turn's context will."""
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": message.tool_calls,
+        "tool_call_id": message.tool_call_id,
+    }

@@ -1,0 +1,290 @@
+"""The agent turn (chat/turn.py) against the fake OpenAI server and the offline model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat import turn as turn_module
+from chat.turn import (
+    MAX_TOOL_ROUNDS,
+    NothingToRetry,
+    TurnBusy,
+    _session_lock,
+    check_retry,
+    do_new_topic,
+    do_retry_turn,
+    do_send_message,
+)
+from memory.facts import read_facts
+from memory.llm import Usage
+from memory.thread import usage_totals
+
+
+@pytest.fixture
+def events(monkeypatch):
+    """Every event the turn publishes, immediate or on commit, in order."""
+    seen: list[dict] = []
+    monkeypatch.setattr(turn_module, "publish", lambda session_id, event: seen.append(event))
+    monkeypatch.setattr(
+        turn_module, "publish_on_commit", lambda session_id, event: seen.append(event)
+    )
+    return seen
+
+
+def roles(session) -> list[str]:
+    return list(session.messages.order_by("seq").values_list("role", flat=True))
+
+
+def test_it_stores_the_user_message_then_the_streamed_reply_with_its_usage(
+    session, fake_openai, events
+):
+    fake_openai.reply_text(
+        "Hello there, Alice.",
+        usage=Usage(prompt_tokens=120, cached_tokens=100, completion_tokens=5),
+    )
+
+    result = do_send_message(session=session, content="Hi!")
+
+    assert roles(session) == ["user", "assistant"]
+    assert result.user_message.content == "Hi!"
+    reply = result.reply
+    assert reply.content == "Hello there, Alice."
+    assert (reply.prompt_tokens, reply.cached_tokens, reply.completion_tokens) == (120, 100, 5)
+    assert reply.model_name == "gpt-4o-mini"
+    assert result.failure is None and result.activity == []
+    deltas = [e["delta"] for e in events if e["type"] == "reply.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == "Hello there, Alice."
+    assert {e["turn_id"] for e in events if e["type"] == "reply.delta"} == {result.turn_id}
+    assert [e["type"] for e in events if e["type"].startswith("turn.")] == [
+        "turn.started",
+        "turn.done",
+    ]
+
+
+def test_it_sends_the_scope_prompt_cache_key_and_the_assembled_stack(session, fake_openai):
+    do_send_message(session=session, content="Hi!")
+
+    request = fake_openai.requests[0]
+    assert request["prompt_cache_key"] == session.prompt_cache_key
+    assert request["messages"][0]["role"] == "system"
+    assert request["messages"][0]["content"].startswith("You are Drift.")
+    assert request["messages"][-1] == {"role": "user", "content": "Hi!"}
+    names = [tool["function"]["name"] for tool in request["tools"]]
+    assert names == ["notes", "important_info", "manage_topic_memory"]
+
+
+def test_a_tool_call_round_trip_stores_the_fact_and_shows_the_model_the_result(
+    session, alice, agent, fake_openai
+):
+    (call_id,) = fake_openai.reply_tool_calls(
+        [("important_info", {"operation": "$set", "key": "tea", "value": "green"})]
+    )
+    fake_openai.reply_text("I'll remember that you like green tea.")
+
+    result = do_send_message(session=session, content="I drink green tea.")
+
+    assert read_facts(user=alice, agent=agent) == {"tea": "green"}
+    assert roles(session) == ["user", "assistant", "tool", "assistant"]
+    call_message, tool_message = result.activity
+    assert call_message.tool_calls[0]["id"] == call_id
+    assert call_message.tool_calls[0]["function"]["name"] == "important_info"
+    assert tool_message.tool_call_id == call_id
+    assert json.loads(tool_message.content)["ok"] is True
+    second = fake_openai.requests[1]["messages"]
+    assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["id"] == call_id
+    assert second[-1] == {"role": "tool", "tool_call_id": call_id, "content": tool_message.content}
+    assert result.reply.content == "I'll remember that you like green tea."
+
+
+def test_tool_call_usage_is_stored_on_each_model_answer_and_summed_for_the_turn(
+    session, fake_openai
+):
+    fake_openai.reply_tool_calls(
+        [("notes", {"operation": "$set", "content": "decided: teal"})],
+        usage=Usage(prompt_tokens=50, cached_tokens=0, completion_tokens=7),
+    )
+    fake_openai.reply_text(
+        "Noted.", usage=Usage(prompt_tokens=60, cached_tokens=40, completion_tokens=2)
+    )
+
+    result = do_send_message(session=session, content="Note that we chose teal.")
+
+    assert result.activity[0].prompt_tokens == 50
+    assert result.reply.prompt_tokens == 60
+    assert result.usage == Usage(prompt_tokens=110, cached_tokens=40, completion_tokens=9)
+
+
+def test_the_stable_prefix_is_byte_identical_across_turns_and_usage_is_summed(session, fake_openai):
+    fake_openai.reply_text(
+        "One.", usage=Usage(prompt_tokens=200, cached_tokens=0, completion_tokens=3)
+    )
+    fake_openai.reply_text(
+        "Two.", usage=Usage(prompt_tokens=230, cached_tokens=192, completion_tokens=4)
+    )
+
+    do_send_message(session=session, content="First question")
+    do_send_message(session=session, content="Second question")
+
+    first, second = fake_openai.requests
+    assert json.dumps(first["messages"][0]) == json.dumps(second["messages"][0])
+    assert json.dumps(first["tools"]) == json.dumps(second["tools"])
+    assert first["prompt_cache_key"] == second["prompt_cache_key"]
+    # The second request extends the first: the earlier exchange is part of its prefix.
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert usage_totals(session_id=session.pk) == {
+        "prompt_tokens": 430,
+        "cached_tokens": 192,
+        "completion_tokens": 7,
+        "cache_hit_ratio": round(192 / 430, 4),
+    }
+
+
+def test_a_model_failure_keeps_the_user_message_records_the_error_and_tells_the_clients(
+    session, fake_openai, events
+):
+    fake_openai.fail(500, "the model is down")
+
+    result = do_send_message(session=session, content="Are you there?")
+
+    assert result.failure == "model" and result.reply is None
+    assert roles(session) == ["user", "error"]
+    assert result.user_message.content == "Are you there?"
+    assert "the model is down" in result.error.content
+    (error,) = [e for e in events if e["type"] == "turn.error"]
+    assert error["turn_id"] == result.turn_id and error["retryable"] is True
+    assert "the model is down" in error["error"]
+    assert events[-1] == {
+        "type": "turn.done",
+        "turn_id": result.turn_id,
+        "reply_message_id": None,
+        "ok": False,
+    }
+
+
+def test_a_failure_mid_stream_after_some_deltas_still_keeps_the_message(
+    session, fake_openai, events
+):
+    fake_openai.fail_mid_stream(content="this reply will be cut off soon", after=2)
+
+    result = do_send_message(session=session, content="Tell me a story")
+
+    assert [e["type"] for e in events].count("reply.delta") == 2
+    assert result.failure == "model"
+    assert roles(session) == ["user", "error"]
+
+
+def test_retry_answers_the_latest_user_message_without_storing_it_again(session, fake_openai):
+    fake_openai.fail(503, "overloaded")
+    fake_openai.reply_text("Here I am.")
+    failed = do_send_message(session=session, content="Are you there?")
+
+    result = do_retry_turn(session=session)
+
+    assert result.user_message.pk == failed.user_message.pk
+    assert result.reply.content == "Here I am."
+    assert roles(session) == ["user", "error", "assistant"]
+    # The error record never reaches the model.
+    assert [m["role"] for m in fake_openai.requests[1]["messages"]] == ["system", "user"]
+
+
+def test_retry_is_refused_when_the_last_message_already_has_its_reply(session, fake_openai):
+    do_send_message(session=session, content="Hi")
+
+    with pytest.raises(NothingToRetry):
+        do_retry_turn(session=session)
+    assert len(fake_openai.requests) == 1
+
+
+def test_retry_is_refused_in_a_topic_without_a_user_message(session):
+    with pytest.raises(NothingToRetry):
+        check_retry(session=session)
+
+
+def test_the_tool_loop_stops_after_the_bounded_number_of_rounds_and_says_so(session, fake_openai):
+    for _ in range(MAX_TOOL_ROUNDS + 1):
+        fake_openai.reply_tool_calls([("important_info", {"operation": "read"})])
+
+    result = do_send_message(session=session, content="Loop forever")
+
+    assert len(fake_openai.requests) == MAX_TOOL_ROUNDS + 1
+    assert len(result.activity) == 2 * MAX_TOOL_ROUNDS
+    assert f"more than {MAX_TOOL_ROUNDS} times" in result.reply.content
+    assert result.reply.tool_calls == []
+    assert result.failure is None
+
+
+def test_a_second_turn_of_a_busy_session_is_refused_and_stores_nothing(session, fake_openai):
+    with _session_lock(session.pk):
+        with pytest.raises(TurnBusy, match="a reply is still being generated"):
+            do_send_message(session=session, content="Hello?")
+        with pytest.raises(TurnBusy):
+            do_new_topic(session=session)
+    assert roles(session) == []
+    assert fake_openai.requests == []
+
+
+def test_the_session_is_free_again_after_a_turn_even_a_failed_one(session, fake_openai):
+    fake_openai.fail(500)
+    do_send_message(session=session, content="One")
+    do_send_message(session=session, content="Two")
+    assert roles(session) == ["user", "error", "user", "assistant"]
+
+
+def test_an_unexpected_error_is_recorded_without_its_details(session, monkeypatch, events):
+    def broken(**kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(turn_module, "assemble_context", broken)
+
+    result = do_send_message(session=session, content="Hi")
+
+    assert result.failure == "internal"
+    assert roles(session) == ["user", "error"]
+    assert "secret" not in result.error.content
+    assert any(e["type"] == "turn.error" for e in events)
+
+
+def test_every_stored_message_is_reported_to_the_pipeline_with_its_count(
+    session, fake_openai, monkeypatch
+):
+    noted: list[int] = []
+    monkeypatch.setattr(
+        turn_module,
+        "note_message_stored",
+        lambda *, session_id, message_count: noted.append(message_count),
+    )
+    fake_openai.reply_tool_calls(
+        [
+            ("notes", {"operation": "$set", "content": "a"}),
+            ("notes", {"operation": "$set", "content": "b"}),
+        ]
+    )
+    fake_openai.reply_text("Done.")
+
+    do_send_message(session=session, content="Take two notes")
+
+    assert noted == [1, 2, 3, 4, 5]
+
+
+def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alice, agent):
+    result = do_send_message(session=session, content="/remember tea = green")
+
+    assert read_facts(user=alice, agent=agent) == {"tea": "green"}
+    call_message, tool_message = result.activity
+    assert call_message.tool_calls[0]["function"]["name"] == "important_info"
+    assert json.loads(call_message.tool_calls[0]["function"]["arguments"]) == {
+        "operation": "$set",
+        "key": "tea",
+        "value": "green",
+    }
+    assert json.loads(tool_message.content)["value"] == "green"
+    assert result.reply.content.startswith("Done: important_info")
+    assert result.reply.model_name == "offline"
+
+
+def test_offline_plain_message_says_no_model_is_configured(session):
+    result = do_send_message(session=session, content="Hello")
+    assert "no language model is configured" in result.reply.content
+    assert roles(session) == ["user", "assistant"]
