@@ -51,3 +51,20 @@ def test_search_finds_message_content_and_filters_by_memory_state(client, operat
 def test_session_page_shows_cache_hits(client, operator, history):
     page = client.get(f"/admin/memory/session/{history.session_id}/change/").content.decode()
     assert "60 / 100 (60%)" in page
+
+
+def test_a_non_staff_user_is_refused_by_the_admin(client, alice, history):
+    client.force_login(alice)
+    for url in ("/admin/", "/admin/memory/topic/", f"/admin/memory/topic/{history.pk}/change/"):
+        response = client.get(url)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], url
+
+
+def test_every_change_page_opens_for_a_superuser(client, operator, history):
+    for model in admin.site._registry:
+        if model._meta.app_label != "memory":
+            continue
+        obj = model.objects.first()
+        assert obj is not None, model
+        url = f"/admin/memory/{model._meta.model_name}/{obj.pk}/change/"
+        assert client.get(url).status_code == 200, url
