@@ -33,6 +33,7 @@ DRIFT_DATA ?= ../shared/data/drift
 
 bench: install
 	$(PY) bench/context_assembly.py
-	@for data in tiage-dev superdialseg-validation; do for interval in 1 10; do \
-		$(PY) bench/drift_quality.py --data $(DRIFT_DATA)/$$data.jsonl --interval $$interval || exit 1; \
+	@for data in $(DRIFT_DATA)/tiage-dev.jsonl $(DRIFT_DATA)/superdialseg-validation.jsonl \
+		bench/data/product-tune.jsonl bench/data/product-test.jsonl; do for interval in 1 10; do \
+		$(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; \
 	done; done

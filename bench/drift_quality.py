@@ -3,8 +3,10 @@
 Usage (from the repository root)::
 
     python bench/drift_quality.py --data /work/shared/data/drift/tiage-dev.jsonl \
-        [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl]
+        [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl] \
+        [--roles auto|labelled|people]
     python bench/drift_quality.py --fit /work/shared/data/drift/tiage-train.jsonl
+    python bench/drift_quality.py --fit-exchange bench/data/product-tune.jsonl
 
 Scoring a detector alone on whole dialogues would flatter it: in production it
 sees only the active topic, only every ``interval`` messages, and every fork it
@@ -14,8 +16,22 @@ boundaries that loop produces are scored against the reference with Pk,
 WindowDiff and boundary F1 as defined in ``/work/shared/data/drift/README.md``.
 The baseline detector always runs through the same loop in the same process.
 
-``--fit`` refits the lexical detector's cue weights on a training file and
-prints them with a threshold sweep, for pasting into ``memory/drift_detectors.py``.
+Roles: the detector reads a thread with user and assistant turns as the product's
+conversation (only the user opens subjects). In TIAGE both speakers are people and
+its ``user``/``assistant`` labels only alternate, so ``--roles auto`` (the default)
+gives the detector every turn of a source listed in :data:`PEOPLE_SOURCES` as a
+``user`` turn, which is what they are; ``labelled`` keeps the file's labels and
+``people`` relabels any file. Product-like data (``bench/data/product-*.jsonl``,
+written for this bench: an assistant's long replies, topics of many turns) and
+SuperDialseg (a user and an agent) keep their labels.
+
+Besides Pk, WindowDiff and F1 the bench prints false forks per coherent dialogue:
+forks in dialogues whose reference has no boundary at all, the error a user of a
+single-subject conversation sees.
+
+``--fit`` refits the per-turn cue weights on a training file and ``--fit-exchange``
+the exchange cue weights (threads with real roles), each printed with a threshold
+sweep, for pasting into ``memory/drift_detectors.py``.
 """
 
 from __future__ import annotations
@@ -32,12 +48,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.drift_detectors import (  # noqa: E402  (needs the sys.path line above)
+    EXCHANGE_THRESHOLD,
     DriftDetector,
     LexicalDetector,
     Turn,
+    candidate_starts,
+    exchange_cues,
+    exchange_end,
     get_detector,
     subject_cues,
 )
+
+#: Sources whose two speakers are both people: their role labels carry no meaning.
+PEOPLE_SOURCES = frozenset({"tiage"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,7 @@ class Dialogue:
     id: str
     turns: list[Turn]
     boundaries: list[int]
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,17 +76,27 @@ class Scores:
     pk: float
     wd: float
     f1: float
+    false_forks: float = 0.0  # forks per dialogue whose reference has no boundary
+    coherent: int = 0  # how many such dialogues there are
 
 
-def load_dialogues(path: str | Path) -> list[Dialogue]:
-    """Dialogues of a ``/work/shared/data/drift`` JSON-lines file."""
+def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
+    """Dialogues of a ``/work/shared/data/drift`` JSON-lines file.
+
+    ``roles``: "labelled" keeps the file's roles, "people" makes every turn a user
+    turn, "auto" does so for the sources in :data:`PEOPLE_SOURCES` only.
+    """
+    if roles not in ("auto", "labelled", "people"):
+        raise ValueError(f"unknown roles mode {roles!r}")
     dialogues = []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 row = json.loads(line)
-                turns = [Turn(t["role"], t["text"]) for t in row["turns"]]
-                dialogues.append(Dialogue(row["id"], turns, sorted(row["boundaries"])))
+                source = row.get("source", "")
+                people = roles == "people" or (roles == "auto" and source in PEOPLE_SOURCES)
+                turns = [Turn("user" if people else t["role"], t["text"]) for t in row["turns"]]
+                dialogues.append(Dialogue(row["id"], turns, sorted(row["boundaries"]), source))
     return dialogues
 
 
@@ -153,12 +187,16 @@ def boundary_f1(references: Sequence[Sequence[int]], hypotheses: Sequence[Sequen
 
 
 def score(dialogues: Sequence[Dialogue], predictions: Sequence[Sequence[int]]) -> Scores:
-    """Pk and WindowDiff averaged over dialogues, F1 pooled over boundaries."""
+    """Pk and WindowDiff averaged over dialogues, F1 pooled over boundaries, and the
+    forks per dialogue that has a single subject."""
     pairs = list(zip(dialogues, predictions, strict=True))
+    coherent = [p for d, p in pairs if not d.boundaries]
     return Scores(
         pk=sum(pk(len(d.turns), d.boundaries, p) for d, p in pairs) / len(pairs),
         wd=sum(window_diff(len(d.turns), d.boundaries, p) for d, p in pairs) / len(pairs),
         f1=boundary_f1([d.boundaries for d in dialogues], predictions),
+        false_forks=sum(len(p) for p in coherent) / len(coherent) if coherent else 0.0,
+        coherent=len(coherent),
     )
 
 
@@ -238,7 +276,7 @@ def fit_lexical_weights(dialogues: Sequence[Dialogue]) -> dict[str, float]:
 
 def fit_report(path: str, scan_back: int) -> None:
     """Print fitted weights and the loop's Pk per threshold at both cadences."""
-    dialogues = load_dialogues(path)
+    dialogues = load_dialogues(path, roles="auto")
     weights = fit_lexical_weights(dialogues)
     print("LEXICAL_WEIGHTS =", json.dumps(weights, indent=4))
     print(f"{'threshold':>9} {'pk@1':>6} {'pk@10':>6} {'mean':>6} {'f1@1':>6}")
@@ -252,6 +290,70 @@ def fit_report(path: str, scan_back: int) -> None:
         print(f"{threshold:9.3f} {at_1.pk:6.3f} {at_10.pk:6.3f} {mean:6.3f} {at_1.f1:6.3f}")
 
 
+def exchange_examples(
+    dialogues: Sequence[Dialogue], *, interval: int, scan_back: int
+) -> tuple[list[dict[str, float]], list[float]]:
+    """Exchange cues and labels of every candidate the detector would weigh.
+
+    Each dialogue is replayed through the fork loop with the reference as the
+    detector: it forks at a true boundary once the boundary's turn has been answered
+    (the detector waits for the answer too), so every candidate is seen in the
+    topic, window and with the following turns that the detector would see.
+    """
+    rows: list[dict[str, float]] = []
+    labels: list[float] = []
+    for dialogue in dialogues:
+        opening = set(dialogue.boundaries)
+        topic_start = 0
+        for seen in range(interval, len(dialogue.turns) + 1, interval):
+            active = dialogue.turns[topic_start:seen]
+            candidates = candidate_starts(len(active), scan_back)
+            for index, cues in exchange_cues(active, candidates).items():
+                if exchange_end(active, index)[1] or cues["announces_switch"]:
+                    rows.append(cues)
+                    labels.append(float(topic_start + index in opening))
+            for index in candidates:
+                if topic_start + index in opening and exchange_end(active, index)[1]:
+                    topic_start += index
+                    break
+    return rows, labels
+
+
+def fit_exchange_weights(dialogues: Sequence[Dialogue], *, scan_back: int) -> dict[str, float]:
+    """Fit the exchange cue weights on the candidates of both cadences, 1 and 10."""
+    rows: list[list[float]] = []
+    labels: list[float] = []
+    names: list[str] = []
+    for interval in (1, 10):
+        cues, found = exchange_examples(dialogues, interval=interval, scan_back=scan_back)
+        for one in cues:
+            names = list(one)
+            rows.append([1.0, *one.values()])
+        labels.extend(found)
+    weights = fit_logistic(rows, labels)
+    return dict(zip(["bias", *names], (round(w, 3) for w in weights), strict=True))
+
+
+def fit_exchange_report(path: str, scan_back: int) -> None:
+    """Print fitted exchange weights and the loop's scores per exchange threshold."""
+    dialogues = load_dialogues(path, roles="auto")
+    weights = fit_exchange_weights(dialogues, scan_back=scan_back)
+    print("EXCHANGE_WEIGHTS =", json.dumps(weights, indent=4))
+    print(f"{'threshold':>9} {'pk@1':>6} {'pk@10':>6} {'mean':>6} {'f1@1':>6} {'ff@1':>5}")
+    for step in range(2, 15):
+        threshold = step / 20
+        detector = LexicalDetector(exchange_weights=weights, exchange_threshold=threshold)
+        at_1, at_10 = (
+            run(dialogues, detector, interval=i, scan_back=scan_back)[1] for i in (1, 10)
+        )
+        mean = (at_1.pk + at_10.pk) / 2
+        print(
+            f"{threshold:9.3f} {at_1.pk:6.3f} {at_10.pk:6.3f} {mean:6.3f} {at_1.f1:6.3f} "
+            f"{at_1.false_forks:5.2f}"
+        )
+    print(f"(current EXCHANGE_THRESHOLD = {EXCHANGE_THRESHOLD})")
+
+
 # --------------------------------------------------------------------------- #
 # Command line
 # --------------------------------------------------------------------------- #
@@ -261,23 +363,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--data", help="dialogues to score (JSON lines)")
-    what.add_argument("--fit", metavar="TRAIN", help="refit the lexical weights on TRAIN")
+    what.add_argument("--fit", metavar="TRAIN", help="refit the per-turn weights on TRAIN")
+    what.add_argument("--fit-exchange", metavar="TRAIN", help="refit the exchange weights on TRAIN")
     parser.add_argument("--detector", default="lexical")
     parser.add_argument("--interval", type=int, default=10, help="messages between checks")
     parser.add_argument("--scan-back", type=int, default=10)
     parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")
+    parser.add_argument(
+        "--roles",
+        choices=("auto", "labelled", "people"),
+        default="auto",
+        help="role labels as given, all people, or people for sources like TIAGE (auto)",
+    )
     args = parser.parse_args(argv)
     if args.interval < 1 or args.scan_back < 1:
         parser.error("--interval and --scan-back must be at least 1")
     if args.fit:
         fit_report(args.fit, args.scan_back)
         return 0
+    if args.fit_exchange:
+        fit_exchange_report(args.fit_exchange, args.scan_back)
+        return 0
 
     try:
         detector = get_detector(args.detector)
     except ValueError as error:
         parser.error(str(error))
-    dialogues = load_dialogues(args.data)
+    dialogues = load_dialogues(args.data, roles=args.roles)
     predictions, scores, seconds = run(
         dialogues, detector, interval=args.interval, scan_back=args.scan_back
     )
@@ -285,12 +397,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         dialogues, get_detector("baseline"), interval=args.interval, scan_back=args.scan_back
     )
     print(
-        f"{args.data}: {len(dialogues)} dialogues, interval {args.interval}, "
-        f"scan-back {args.scan_back}"
+        f"{args.data}: {len(dialogues)} dialogues ({scores.coherent} with one subject), "
+        f"interval {args.interval}, scan-back {args.scan_back}, roles {args.roles}"
     )
-    print(f"{'detector':<12} {'Pk':>6} {'WinDiff':>7} {'F1':>6} {'seconds':>8}")
+    print(f"{'detector':<12} {'Pk':>6} {'WinDiff':>7} {'F1':>6} {'ff/coh':>6} {'seconds':>8}")
     for name, s, took in ((detector.name, scores, seconds), ("baseline", base, base_seconds)):
-        print(f"{name:<12} {s.pk:6.3f} {s.wd:7.3f} {s.f1:6.3f} {took:8.1f}")
+        ff = f"{s.false_forks:6.2f}" if s.coherent else f"{'-':>6}"
+        print(f"{name:<12} {s.pk:6.3f} {s.wd:7.3f} {s.f1:6.3f} {ff} {took:8.1f}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             for dialogue, boundaries in zip(dialogues, predictions, strict=True):
@@ -305,6 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "f1": round(scores.f1, 4),
         "baseline": {"pk": round(base.pk, 4), "wd": round(base.wd, 4), "f1": round(base.f1, 4)},
     }
+    if scores.coherent:
+        summary["false_forks_per_coherent"] = round(scores.false_forks, 3)
+        summary["baseline"]["false_forks_per_coherent"] = round(base.false_forks, 3)
     print(json.dumps(summary))
     return 0
 
