@@ -5,6 +5,8 @@ from chat import views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("sessions/start/", views.start_session, name="start-session"),
+    path("sessions/<int:session_id>/", views.chat, name="chat"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

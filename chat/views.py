@@ -1,18 +1,67 @@
-"""Server-rendered pages."""
+"""Server-rendered pages: the session list, starting a session, and the chat page.
+
+The chat page ships its first state (topics, the active topic's messages) inside the
+HTML, so it paints complete without waiting for an API round trip; after that the
+websocket and the REST API keep it current.
+"""
 
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.db.models import OuterRef, Subquery
+from django.http import Http404
+from django.middleware.csrf import get_token
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
-from memory.models import Agent, Session
+from chat.api.scoping import owned_session_or_404
+from memory.events import message_payload, topic_payload
+from memory.models import Agent, Session, Topic
+
+# The chat page opens on the end of the active topic; older messages of a very long
+# topic stay reachable through the messages API.
+INITIAL_MESSAGES = 200
 
 
 @login_required
 def home(request):
+    active_title = Topic.objects.filter(session=OuterRef("pk"), is_active=True).values("title")
+    sessions = (
+        Session.objects.owned_by(request.user)
+        .select_related("agent")
+        .annotate(active_topic_title=Subquery(active_title[:1]))
+    )
     return render(
         request,
         "chat/home.html",
-        {
-            "sessions": Session.objects.owned_by(request.user).select_related("agent"),
-            "agents": Agent.objects.usable_by(request.user),
-        },
+        {"sessions": sessions, "agents": Agent.objects.usable_by(request.user)},
     )
+
+
+@login_required
+@require_POST
+def start_session(request):
+    """Start a session with one of the caller's agents; anyone else's agent is a 404."""
+    agent_id = request.POST.get("agent", "")
+    if not agent_id.isdigit():
+        raise Http404("no such agent")
+    agent = get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+    session = Session.objects.start(user=request.user, agent=agent)
+    return redirect("chat", session_id=session.pk)
+
+
+@login_required
+def chat(request, session_id: int):
+    session = owned_session_or_404(request.user, session_id)
+    topics = list(session.topics.all())
+    active = next(topic for topic in topics if topic.is_active)
+    recent = active.messages.order_by("-seq")[:INITIAL_MESSAGES]
+    initial = {
+        "session": {
+            "id": session.pk,
+            "title": str(session),
+            "agent": {"id": session.agent_id, "name": session.agent.name},
+        },
+        "topics": [topic_payload(topic) for topic in topics],
+        "messages": [message_payload(message) for message in reversed(recent)],
+        "csrf_token": get_token(request),
+    }
+    return render(request, "chat/session.html", {"session": session, "initial": initial})

@@ -97,6 +97,7 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: cache, channel layer and Celery broker; in-process stand-ins without it.
+CHANNEL_SOCKET_TIMEOUT = 30.0
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
@@ -110,7 +111,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "driftless"},
+            # channels-redis waits for messages with a 5 s BZPOPMIN, and redis-py's
+            # default socket timeout is 5 s too: every idle websocket would die with a
+            # read timeout. The socket must outwait the blocking pop.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": CHANNEL_SOCKET_TIMEOUT}],
+                "prefix": "driftless",
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -163,6 +170,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Driftless agents API",
     "DESCRIPTION": "Sessions, topics, messages and curated memory of Driftless agents.",
     "VERSION": "1.0.0",
+    # The memory state appears in topics and in the curation request: one enum for both.
+    "ENUM_NAME_OVERRIDES": {"MemoryStateEnum": "memory.models.MemoryState"},
 }
 
 LANGUAGE_CODE = "en-us"

@@ -39,7 +39,12 @@ else:
     os.environ.pop("REDIS_URL", None)
 
 from driftless.settings import *  # noqa: E402, F403
-from driftless.settings import CACHES, CHANNEL_LAYERS, DATABASES  # noqa: E402
+from driftless.settings import (  # noqa: E402
+    CACHES,
+    CHANNEL_LAYERS,
+    CHANNEL_SOCKET_TIMEOUT,
+    DATABASES,
+)
 
 # Several test runs may share one Redis (parallel developers, a dev worker): each run
 # gets its own key prefix, channel prefix and Celery queue, and its own Redis databases.
@@ -54,7 +59,9 @@ if SERVICES["postgres"]:
 if SERVICES["redis"]:
     CACHES["default"]["KEY_PREFIX"] = _RUN
     CHANNEL_LAYERS["default"]["CONFIG"] = {
-        "hosts": ["redis://127.0.0.1:6379/12"],
+        "hosts": [
+            {"address": "redis://127.0.0.1:6379/12", "socket_timeout": CHANNEL_SOCKET_TIMEOUT}
+        ],
         "prefix": _RUN,
     }
     CELERY_BROKER_URL = "redis://127.0.0.1:6379/13"

@@ -1,1 +1,216 @@
-urlpatterns: list = []
+"""The REST endpoints of the memory panels: curation, the memory block, facts and notes.
+
+Each view parses its input, calls one domain function and renders; every lookup goes
+through the caller's own sessions and topics, so anyone else's id is a 404 and bad input
+is a 400 that says what was wrong.
+"""
+
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.api.scoping import owned_session_or_404, owned_topic_or_404
+from chat.api.serializers import DetailSerializer
+from memory.curation import do_user_curation
+from memory.events import topic_payload
+from memory.facts import FactError, check_fact_key, read_facts, set_fact, unset_fact
+from memory.models import MemoryState
+from memory.notes import read_latest_notes
+from memory.persistent import (
+    PersistentMemory,
+    get_persistent_memory,
+    scope_memory_entries,
+    truncate_to_budget,
+)
+
+_STATES = ", ".join(MemoryState.values)
+_NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions or topics.")
+_BAD_INPUT = OpenApiResponse(description="Bad input; the body names the field and the problem.")
+
+
+class MemoryStateSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=MemoryState.choices,
+        help_text="none (gray), promoted (teal) or deprecated (red).",
+        error_messages={
+            "invalid_choice": f"expected one of: {_STATES}; got {{input!r}}",
+            "required": f"expected one of: {_STATES}",
+            "null": f"expected one of: {_STATES}; got null",
+        },
+    )
+
+
+class TopicPayloadSerializer(serializers.Serializer):
+    """A topic as websocket events carry it (memory/events.py ``topic_payload``)."""
+
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    summary = serializers.CharField()
+    memory_state = serializers.ChoiceField(choices=MemoryState.choices)
+    keep_in_memory_manually_set = serializers.BooleanField()
+    deprecated_manually_set = serializers.BooleanField()
+    is_active = serializers.BooleanField()
+    origin = serializers.CharField()
+
+
+class MemoryEntrySerializer(serializers.Serializer):
+    topic_id = serializers.IntegerField()
+    session_id = serializers.IntegerField()
+    title = serializers.CharField()
+    summary = serializers.CharField(help_text="Empty for a deprecated entry: its title is all.")
+    deprecated = serializers.BooleanField()
+    tokens = serializers.IntegerField(help_text="Approximate tokens of the entry's line.")
+
+
+class MemoryBlockSerializer(serializers.Serializer):
+    entries = MemoryEntrySerializer(many=True, help_text="Kept by the budget, oldest first.")
+    deprecated = serializers.ListField(child=serializers.CharField())
+    dropped = MemoryEntrySerializer(many=True, help_text="Dropped by the budget, oldest first.")
+    budget = serializers.IntegerField(help_text="The agent's memory token budget.")
+    used = serializers.IntegerField(help_text="Tokens of the kept entries (what the budget caps).")
+    tokens = serializers.IntegerField(help_text="Tokens of the whole rendered block.")
+    text = serializers.CharField(help_text="The block as the model reads it.")
+
+
+class SessionMemorySerializer(MemoryBlockSerializer):
+    scope = MemoryBlockSerializer(
+        help_text="The block of the whole (agent, user, organization) scope, as every other "
+        "session sees it: this session's topics included."
+    )
+
+
+class FactsSerializer(serializers.Serializer):
+    facts = serializers.DictField(child=serializers.JSONField())
+
+
+class FactValueSerializer(serializers.Serializer):
+    value = serializers.JSONField(help_text="Any JSON value: text, number, boolean, list, object.")
+
+
+class NotesSerializer(serializers.Serializer):
+    topic_id = serializers.IntegerField()
+    content = serializers.CharField()
+    archived = serializers.BooleanField(help_text="True for a closed topic's archived notes.")
+
+
+@extend_schema(
+    request=MemoryStateSerializer,
+    responses={200: TopicPayloadSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    summary="Set a topic's memory state (the brain icon), as the user",
+)
+@api_view(["PUT", "PATCH"])
+def topic_memory(request: Request, topic_id: int) -> Response:
+    """The user's choice sticks against the agent and the summarizer (the manual flags);
+    the answer is the topic as it now is."""
+    topic = owned_topic_or_404(request.user, topic_id)
+    form = MemoryStateSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    do_user_curation(
+        topic=topic, state=MemoryState(form.validated_data["state"]), user=request.user
+    )
+    topic.refresh_from_db()
+    return Response(topic_payload(topic))
+
+
+@extend_schema(
+    responses={200: SessionMemorySerializer, 404: _NOT_FOUND},
+    summary="The persistent-memory block of a session",
+)
+@api_view(["GET"])
+def session_memory(request: Request, session_id: int) -> Response:
+    """The persistent-memory block as this session sees it (its own topics left out, as
+    they reach it as earlier topics), and under ``scope`` the block every other session of
+    the (agent, user, organization) scope carries, this session's topics included."""
+    session = owned_session_or_404(request.user, session_id)
+    scope = truncate_to_budget(
+        scope_memory_entries(session=session), budget=session.agent.memory_token_budget
+    )
+    return Response({**_block(get_persistent_memory(session=session)), "scope": _block(scope)})
+
+
+@extend_schema(responses={200: FactsSerializer, 404: _NOT_FOUND}, summary="Durable facts")
+@api_view(["GET"])
+def session_facts(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    return Response({"facts": read_facts(user=session.user, agent=session.agent)})
+
+
+@extend_schema(
+    methods=["PUT"],
+    request=FactValueSerializer,
+    responses={200: FactsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    summary="Create or change one durable fact",
+)
+@extend_schema(
+    methods=["DELETE"],
+    responses={204: None, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    summary="Delete one durable fact",
+)
+@api_view(["PUT", "DELETE"])
+def session_fact(request: Request, session_id: int, key: str) -> Response:
+    """Create, change or remove one durable fact of the session's (user, agent) scope."""
+    session = owned_session_or_404(request.user, session_id)
+    try:
+        key = check_fact_key(key)
+        if request.method == "DELETE":
+            if not unset_fact(user=session.user, agent=session.agent, key=key):
+                return Response(
+                    {"detail": f"there is no fact named {key!r}"},
+                    status=status.HTTP_404_NOT_FOUND,
+                )
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        form = FactValueSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        value = form.validated_data["value"]
+        if isinstance(value, str) and not value.strip():
+            raise ValidationError({"value": ["a fact needs a value; DELETE it to remove it"]})
+        facts = set_fact(user=session.user, agent=session.agent, key=key, value=value)
+    except FactError as err:
+        raise ValidationError({"fact": [str(err)]}) from err
+    return Response({"facts": facts})
+
+
+@extend_schema(responses={200: NotesSerializer, 404: _NOT_FOUND}, summary="A topic's notes")
+@api_view(["GET"])
+def topic_notes(request: Request, topic_id: int) -> Response:
+    """The topic's notes: the active document, or for a closed topic its archived one."""
+    topic = owned_topic_or_404(request.user, topic_id)
+    content, archived = read_latest_notes(topic=topic)
+    return Response({"topic_id": topic.pk, "content": content, "archived": archived})
+
+
+def _block(memory: PersistentMemory) -> dict:
+    return {
+        "entries": [_entry(entry) for entry in memory.entries],
+        "deprecated": [entry.title for entry in memory.entries if entry.deprecated],
+        "dropped": [_entry(entry) for entry in memory.dropped],
+        "budget": memory.budget,
+        # What the budget counts (the entry lines), and the whole rendered block.
+        "used": sum(entry.tokens for entry in memory.entries),
+        "tokens": memory.tokens,
+        "text": memory.text,
+    }
+
+
+def _entry(entry) -> dict:
+    return {
+        "topic_id": entry.topic_id,
+        "session_id": entry.session_id,
+        "title": entry.title,
+        "summary": entry.summary,
+        "deprecated": entry.deprecated,
+        "tokens": entry.tokens,
+    }
+
+
+urlpatterns = [
+    path("topics/<int:topic_id>/memory", topic_memory, name="api-topic-memory"),
+    path("topics/<int:topic_id>/notes", topic_notes, name="api-topic-notes"),
+    path("sessions/<int:session_id>/memory", session_memory, name="api-session-memory"),
+    path("sessions/<int:session_id>/facts", session_facts, name="api-session-facts"),
+    path("sessions/<int:session_id>/facts/<path:key>", session_fact, name="api-session-fact"),
+]

@@ -1,0 +1,149 @@
+"""Browser tests: headless Chromium (Debian's) against the real ASGI server.
+
+pytest-django's live_server speaks WSGI only, so daphne runs as a subprocess on a free
+port, pointed at this run's test database (DRIFTLESS_DB_NAME) and at this run's Redis
+prefixes (DRIFTLESS_TEST_RUN): events published from the test process reach the sockets
+the browser holds, and rows the tests create are what the server reads. The tests use
+``transactional_db``, so their rows are committed where daphne can see them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+SERVER_START_SECONDS = 30
+CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: apt-get install -y chromium"
+        if CI:
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    return {
+        **browser_type_launch_args,
+        "executable_path": str(CHROMIUM),
+        "args": [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 800}}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server_url(django_db_setup, django_db_blocker) -> str:
+    """daphne serving driftless.asgi on the test database, for the whole session."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("browser tests share the test database with a server: PostgreSQL only")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
+        "DRIFTLESS_TEST_RUN": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
+        "DEBUG": "true",  # static files served by the ASGI app, 127.0.0.1 allowed
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        + ["driftless.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START_SECONDS
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/login/", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"daphne did not start; its log:\n{Path(log.name).read_text()[-4000:]}")
+        time.sleep(0.2)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def _allow_async_unsafe(monkeypatch):
+    """Playwright's sync API runs an event loop in this thread; the ORM must still work
+    here. Requested before transactional_db, so it also covers its teardown."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture
+def live(_allow_async_unsafe, transactional_db, server_url) -> str:
+    return server_url
+
+
+@pytest.fixture
+def login(live, context):
+    """Log a user in by cookie (the login form has its own test)."""
+    from django.test import Client
+
+    def log_in(user) -> None:
+        client = Client()
+        client.force_login(user)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live}])
+
+    return log_in
+
+
+@pytest.fixture
+def open_chat(live, login, page):
+    """Open a session's chat page as its owner and wait for the socket."""
+
+    def open_(session, *, user=None):
+        login(user or session.user)
+        page.set_default_timeout(10_000)
+        page.goto(f"{live}/sessions/{session.pk}/")
+        page.wait_for_selector("#conn[data-state=open]")
+        return page
+
+    return open_

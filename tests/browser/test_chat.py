@@ -1,0 +1,147 @@
+"""The chat page in a real browser: logging in, streaming, safe rendering, the keyboard."""
+
+import json
+
+import pytest
+
+from memory.models import Message, Topic
+
+pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
+
+HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> done'
+
+
+def collect_events(page) -> list[dict]:
+    """Every event the server sends over the page's websockets, in order."""
+    events: list[dict] = []
+
+    def on_socket(ws):
+        ws.on("framereceived", lambda payload: events.append(json.loads(payload)))
+
+    page.on("websocket", on_socket)
+    return events
+
+
+def wait_for_reply(page, count: int = 1):
+    """Wait until `count` final replies are shown and the agent is idle again."""
+    page.wait_for_function(
+        """n => document.querySelectorAll('.msg-assistant .part[data-message-id]').length >= n
+              && !document.querySelector('.working')
+              && !document.querySelector('.part.is-streaming')""",
+        arg=count,
+    )
+
+
+def test_a_user_logs_in_sends_a_message_and_sees_the_reply_stream_in(live, page, session):
+    events = collect_events(page)
+    page.set_default_timeout(10_000)
+    page.goto(f"{live}/")
+    page.wait_for_url("**/login/**")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live}/")
+    page.get_by_role("link", name="New conversation").click()
+    page.wait_for_selector("#conn[data-state=open]")
+
+    page.get_by_label("Message Drift").fill("Hello, what can you do?")
+    page.get_by_role("button", name="Send message").click()
+    wait_for_reply(page)
+
+    deltas = [e["delta"] for e in events if e["type"] == "reply.delta"]
+    reply = next(
+        e["message"]
+        for e in events
+        if e["type"] == "message.created" and e["message"]["role"] == "assistant"
+    )
+    assert len(deltas) > 5, "the reply arrives in pieces"
+    assert "".join(deltas) == reply["content"]
+    assert "Offline mode" in reply["content"]
+    shown = page.locator(".msg-assistant .md").last.inner_text()
+    assert shown.startswith("Offline mode")
+    assert page.locator(".msg-user .bubble").inner_text() == "Hello, what can you do?"
+    stored = list(session.messages.order_by("seq").values_list("role", flat=True))
+    assert stored == ["user", "assistant"]
+
+
+def test_markup_in_messages_is_shown_as_text_and_never_runs(open_chat, session):
+    page = open_chat(session)
+    page.get_by_label("Message Drift").fill(HOSTILE)
+    page.keyboard.press("Enter")
+    wait_for_reply(page)
+    page.reload()  # the same content, rendered again from the stored state
+    page.wait_for_selector("#conn[data-state=open]")
+
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("#thread script, #thread img").count() == 0
+    assert page.locator(".msg-user .bubble").inner_text() == HOSTILE
+    # The offline reply quotes the message back; Markdown rendering keeps it text.
+    assert "<script>window.__xss = 1</script>" in page.locator(".msg-assistant .md").inner_text()
+
+
+def test_the_markdown_renderer_only_makes_its_own_tags(open_chat, session):
+    page = open_chat(session)
+    payloads = [
+        HOSTILE,
+        "[x](javascript:alert(1)) [y](JAVASCRIPT:alert(1)) <a href=javascript:alert(1)>z</a>",
+        '[ok](https://example.com/" onmouseover="alert(1))',
+        "```html\n<script>alert(1)</script>\n```",
+        "`<b onclick=alert(1)>`",
+        "**<svg onload=alert(1)>** _<iframe src=//evil>_",
+        "- <style>body{display:none}</style>\n- [a](data:text/html,<script>alert(1)</script>)",
+        'https://example.com/"><script>alert(1)</script>',
+    ]
+    found = page.evaluate(
+        """payloads => payloads.map(text => {
+            const box = document.createElement('template');
+            box.innerHTML = window.DriftlessMarkdown.render(text);
+            return [...box.content.querySelectorAll('*')].map(node => ({
+                tag: node.tagName.toLowerCase(),
+                attrs: [...node.attributes].map(a => [a.name, a.value]),
+            }));
+        })""",
+        payloads,
+    )
+    allowed = {"p", "br", "strong", "em", "del", "code", "pre", "ul", "ol", "li", "a"}
+    allowed |= {"h3", "h4", "blockquote", "hr"}
+    for nodes in found:
+        for node in nodes:
+            assert node["tag"] in allowed, node
+            for name, value in node["attrs"]:
+                assert name in {"href", "target", "rel", "class", "start"}, node
+                if name == "href":
+                    assert value.startswith(("https://", "http://")), node
+    rendered = page.evaluate("t => window.DriftlessMarkdown.render(t)", "**bold** and `code`")
+    assert rendered == "<p><strong>bold</strong> and <code>code</code></p>"
+
+
+def test_the_keyboard_alone_sends_a_message_and_cycles_a_brain(open_chat, session):
+    topic = session.active_topic()
+    Topic.objects.filter(pk=topic.pk).update(title="Keyboard topic")
+    page = open_chat(session)
+
+    # The composer has the focus on arrival; Shift+Enter is a new line, Enter sends.
+    page.keyboard.type("line one")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("line two")
+    page.keyboard.press("Enter")
+    wait_for_reply(page)
+    assert session.messages.filter(role=Message.Role.USER).get().content == "line one\nline two"
+
+    for _ in range(30):
+        page.keyboard.press("Shift+Tab")
+        if page.evaluate("document.activeElement.classList.contains('brain')"):
+            break
+    else:
+        pytest.fail("Shift+Tab never reached a brain toggle")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == (
+        "Memory: Keyboard topic"
+    )
+
+    for key, state in [("Enter", "promoted"), ("Space", "deprecated"), ("Enter", "none")]:
+        with page.expect_response(lambda r: r.url.endswith(f"/topics/{topic.pk}/memory")):
+            page.keyboard.press(key)
+        page.wait_for_function("s => document.activeElement.dataset.state === s", arg=state)
+        page.wait_for_function("() => !document.activeElement.hasAttribute('aria-busy')")
+        topic.refresh_from_db()
+        assert topic.memory_state == state
