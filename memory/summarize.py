@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -177,10 +178,15 @@ def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicS
     )
 
 
+_MARKDOWN_MARKUP = re.compile(r"[*_`~#>]+|^\s*(?:[-+]|\d+[.)])\s+")
+
+
 def fallback_title(text: str) -> str:
-    """A short label from a message: its first line, cut at a word boundary."""
+    """A short label from a message: its first line without Markdown markup, cut at a
+    word boundary."""
     first_line = next((line for line in text.splitlines() if line.strip()), "")
-    return _clip(" ".join(first_line.split()), FALLBACK_TITLE_LIMIT) or UNTITLED
+    plain = _MARKDOWN_MARKUP.sub("", first_line)
+    return _clip(" ".join(plain.split()), FALLBACK_TITLE_LIMIT) or UNTITLED
 
 
 def _clip(text: str, limit: int) -> str:

@@ -6,7 +6,7 @@ from django.core.cache import cache
 from memory.curation import do_user_curation
 from memory.models import MemoryDecision, MemoryState, Notes
 from memory.persistent import memory_cache_key
-from memory.summarize import SUMMARY_PROMPT, do_summarize_topic
+from memory.summarize import SUMMARY_PROMPT, do_summarize_topic, fallback_title
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 
 # Copied by hand from spec/memory-architecture.txt, so a drift of the constant fails here.
@@ -246,3 +246,15 @@ def test_a_summary_outside_memory_leaves_the_cache_alone(fake_openai, session, t
     summarize(topic)
 
     assert cache.get(key) == "block of other topics"
+
+
+@pytest.mark.parametrize(
+    ("message", "title"),
+    [
+        ("Which **indexes** should `messages` have?", "Which indexes should messages have?"),
+        ("## Plan the *Lisbon* trip\nwith details", "Plan the Lisbon trip"),
+        ("- buy milk", "buy milk"),
+    ],
+)
+def test_the_fallback_title_drops_markdown_markup(message, title):
+    assert fallback_title(message) == title
