@@ -5,6 +5,8 @@ through the caller's own sessions and topics, so anyone else's id is a 404 and b
 is a 400 that says what was wrong.
 """
 
+from dataclasses import asdict
+
 from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -185,25 +187,14 @@ def topic_notes(request: Request, topic_id: int) -> Response:
 
 def _block(memory: PersistentMemory) -> dict:
     return {
-        "entries": [_entry(entry) for entry in memory.entries],
+        "entries": [asdict(entry) for entry in memory.entries],
         "deprecated": [entry.title for entry in memory.entries if entry.deprecated],
-        "dropped": [_entry(entry) for entry in memory.dropped],
+        "dropped": [asdict(entry) for entry in memory.dropped],
         "budget": memory.budget,
         # What the budget counts (the entry lines), and the whole rendered block.
         "used": sum(entry.tokens for entry in memory.entries),
         "tokens": memory.tokens,
         "text": memory.text,
-    }
-
-
-def _entry(entry) -> dict:
-    return {
-        "topic_id": entry.topic_id,
-        "session_id": entry.session_id,
-        "title": entry.title,
-        "summary": entry.summary,
-        "deprecated": entry.deprecated,
-        "tokens": entry.tokens,
     }
 
 
