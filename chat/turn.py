@@ -119,7 +119,9 @@ def do_send_message(*, session: Session, content: str) -> TurnResult:
     stored then) when another turn of the session is running."""
     with _session_lock(session.pk) as lock:
         user_message = _store(session, role=Message.Role.USER, content=content)
-        return _run_turn(session=session, user_message=user_message, lock=lock)
+        result = _run_turn(session=session, user_message=user_message, lock=lock)
+    _announce_done(session, result)
+    return result
 
 
 def check_retry(*, session: Session) -> Message:
@@ -139,7 +141,9 @@ def do_retry_turn(*, session: Session) -> TurnResult:
     """Run the turn again for the unanswered user message, without storing it twice."""
     with _session_lock(session.pk) as lock:
         user_message = check_retry(session=session)
-        return _run_turn(session=session, user_message=user_message, lock=lock)
+        result = _run_turn(session=session, user_message=user_message, lock=lock)
+    _announce_done(session, result)
+    return result
 
 
 def do_new_topic(*, session: Session) -> Topic:
@@ -165,6 +169,12 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
     except Exception:
         logger.exception("turn %s of session %s failed", result.turn_id, session.pk)
         _fail(session, result, failure="internal", text=INTERNAL_ERROR_TEXT)
+    return result
+
+
+def _announce_done(session: Session, result: TurnResult) -> None:
+    """Publish ``turn.done`` once the session lock is released: a client that sends its
+    next message the moment it sees the event must not be refused as busy."""
     publish_on_commit(
         session.pk,
         {
@@ -174,7 +184,6 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
             "ok": result.failure is None,
         },
     )
-    return result
 
 
 def _converse(
@@ -186,7 +195,8 @@ def _converse(
     result: TurnResult,
 ) -> None:
     """Ask the model, run the tools it calls, ask again; store the final reply."""
-    model = get_chat_model("chat")
+    # The agent's own model and temperature, when it has them; the settings' otherwise.
+    model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
     for round_number in range(MAX_TOOL_ROUNDS + 1):
         lock.refresh(force=True)
@@ -232,7 +242,10 @@ def _stream(
 ) -> Completion:
     """Stream one model answer to the clients and return it complete."""
     for item in model.stream(
-        messages=messages, tools=tools or None, prompt_cache_key=session.prompt_cache_key
+        messages=messages,
+        tools=tools or None,
+        prompt_cache_key=session.prompt_cache_key,
+        temperature=session.agent.temperature,
     ):
         if isinstance(item, Completion):
             return item

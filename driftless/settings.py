@@ -98,6 +98,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis: cache, channel layer and Celery broker; in-process stand-ins without it.
 CHANNEL_SOCKET_TIMEOUT = 30.0
+# channels-redis queues the events of every socket of one server process in ONE Redis key
+# and drops, silently, what arrives while that key holds `capacity` events (default 100):
+# ten replies streaming at once were enough to lose deltas and turn.done. Room for a burst
+# of a few hundred sockets; about 200 bytes an event, so a full key is a few megabytes.
+CHANNEL_CAPACITY = 10_000
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
@@ -117,6 +122,7 @@ if REDIS_URL:
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "socket_timeout": CHANNEL_SOCKET_TIMEOUT}],
                 "prefix": "driftless",
+                "capacity": CHANNEL_CAPACITY,
             },
         }
     }

@@ -5,7 +5,7 @@ rows) is read-only here.
 """
 
 from django.contrib import admin
-from django.db.models import Count, Sum
+from django.db.models import Count
 
 from memory.models import (
     Agent,
@@ -18,6 +18,7 @@ from memory.models import (
     Topic,
 )
 from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
+from memory.thread import usage_totals
 
 
 class MemoryStateFilter(admin.SimpleListFilter):
@@ -98,9 +99,11 @@ class SessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="cache hits (cached / prompt tokens)")
     def cache_hit_rate(self, session):
-        usage = session.messages.aggregate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"))
-        prompt, cached = usage["prompt"] or 0, usage["cached"] or 0
-        return f"{cached} / {prompt} ({cached / prompt:.0%})" if prompt else "–"
+        usage = usage_totals(session_id=session.pk)
+        ratio = usage["cache_hit_ratio"]
+        if ratio is None:
+            return "–"
+        return f"{usage['cached_tokens']} / {usage['prompt_tokens']} ({ratio:.0%})"
 
 
 class MessageInline(admin.TabularInline):

@@ -31,11 +31,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from memory.constants import ACTIVE_WINDOW_MESSAGES
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory
+from memory.thread import usage_totals
 from memory.tokens import estimate_tokens
 from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
 
@@ -135,16 +136,13 @@ def assemble_context(
 def inspect_context(*, session: Session) -> dict:
     """What the agent sees on its next turn, plus how well the provider cache has served
     the session so far (the sum of cached over prompt tokens of its replies)."""
-    usage = Message.objects.filter(session_id=session.pk).aggregate(
-        prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens")
-    )
-    prompt, cached = usage["prompt"] or 0, usage["cached"] or 0
+    usage = usage_totals(session_id=session.pk)
     return {
         **assemble_context(session=session).as_dict(),
         "cache": {
-            "prompt_tokens": prompt,
-            "cached_tokens": cached,
-            "hit_rate": round(cached / prompt, 4) if prompt else None,
+            "prompt_tokens": usage["prompt_tokens"],
+            "cached_tokens": usage["cached_tokens"],
+            "hit_rate": usage["cache_hit_ratio"],
         },
     }
 

@@ -69,6 +69,7 @@ class ChatModel(Protocol):
         messages: list[dict],
         tools: list[dict] | None = None,
         prompt_cache_key: str | None = None,
+        temperature: float | None = None,
     ) -> Iterator[str | Completion]:
         """Yield text deltas as they arrive, then exactly one Completion last.
 
@@ -81,17 +82,20 @@ class ChatModel(Protocol):
         ...
 
 
-def get_chat_model(purpose: Literal["chat", "summary"] = "chat") -> ChatModel:
+def get_chat_model(
+    purpose: Literal["chat", "summary"] = "chat", *, model_name: str | None = None
+) -> ChatModel:
     """Return the model for `purpose`, read from settings on every call.
 
     Reading settings each time (the client itself is cached) lets tests and operators
-    change the endpoint without restarting anything.
+    change the endpoint without restarting anything. `model_name` (an agent's own model)
+    replaces DRIFTLESS_MODEL on the same endpoint; blank or None keeps the setting.
     """
     api_key = getattr(settings, "OPENAI_API_KEY", "")
     base_url = getattr(settings, "OPENAI_BASE_URL", "")
     if not (api_key or base_url):
         return OfflineModel()
-    chat_model = getattr(settings, "DRIFTLESS_MODEL", "") or DEFAULT_MODEL
+    chat_model = model_name or getattr(settings, "DRIFTLESS_MODEL", "") or DEFAULT_MODEL
     name = chat_model
     if purpose == "summary":
         name = getattr(settings, "DRIFTLESS_SUMMARY_MODEL", "") or chat_model
@@ -156,6 +160,7 @@ class OpenAIChatModel:
         messages: list[dict],
         tools: list[dict] | None = None,
         prompt_cache_key: str | None = None,
+        temperature: float | None = None,
     ) -> Iterator[str | Completion]:
         """Stream one chat completion: text deltas, then the assembled Completion."""
         request: dict[str, Any] = {
@@ -166,6 +171,8 @@ class OpenAIChatModel:
         }
         if tools:
             request["tools"] = tools
+        if temperature is not None:  # otherwise the provider's own default applies
+            request["temperature"] = temperature
         if prompt_cache_key:
             # Sent as a raw body field: servers that do not know it ignore it.
             request["extra_body"] = {"prompt_cache_key": prompt_cache_key}
@@ -361,6 +368,7 @@ class OfflineModel:
         messages: list[dict],
         tools: list[dict] | None = None,
         prompt_cache_key: str | None = None,
+        temperature: float | None = None,
     ) -> Iterator[str | Completion]:
         """Yield the reply word by word (so streaming UIs behave), then the Completion."""
         content, tool_calls = _offline_answer(messages)

@@ -247,7 +247,8 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
         topic.save(update_fields=["evaluated_through_seq"])
         if changed:
             publish_topic_updated(topic, reason="refresh")
-        if topic.is_active:
-            record_drift_result(
-                session_id=topic.session_id, text=drift_result_text(CONTINUING, topic)
-            )
+    # Only once the topic row is released: a turn storing a message holds the session row
+    # and then needs the topic (its foreign-key check at commit), so waiting here for the
+    # session row while holding the topic would deadlock with it.
+    if topic.is_active:
+        record_drift_result(session_id=topic.session_id, text=drift_result_text(CONTINUING, topic))

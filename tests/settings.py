@@ -41,6 +41,7 @@ else:
 from driftless.settings import *  # noqa: E402, F403
 from driftless.settings import (  # noqa: E402
     CACHES,
+    CHANNEL_CAPACITY,
     CHANNEL_LAYERS,
     CHANNEL_SOCKET_TIMEOUT,
     DATABASES,
@@ -63,6 +64,7 @@ if SERVICES["redis"]:
             {"address": "redis://127.0.0.1:6379/12", "socket_timeout": CHANNEL_SOCKET_TIMEOUT}
         ],
         "prefix": _RUN,
+        "capacity": CHANNEL_CAPACITY,
     }
     CELERY_BROKER_URL = "redis://127.0.0.1:6379/13"
 CELERY_TASK_DEFAULT_QUEUE = _RUN

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.test import Client
 
+from chat import consumers
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from chat.protocol import MAX_MESSAGE_CHARS
 from driftless.asgi import application
@@ -238,6 +240,38 @@ async def test_a_second_send_while_a_reply_is_generated_is_refused(alice, sessio
     assert await stored(session) == [("user", "First"), ("assistant", "A slow answer.")]
     await socket.disconnect()
     await other_tab.disconnect()
+
+
+async def test_the_next_message_sent_the_moment_turn_done_arrives_is_accepted(
+    alice, session, fake_openai, monkeypatch
+):
+    """A script (or a UI sending a queued message) answers turn.done at once; the worker
+    thread may still be tidying up then, which must not count as a turn in progress."""
+    tidy_up = consumers.connections.close_all
+
+    def slow_tidy_up():
+        time.sleep(0.5)
+        tidy_up()
+
+    monkeypatch.setattr(consumers.connections, "close_all", slow_tidy_up)
+    fake_openai.reply_text("First answer.")
+    fake_openai.reply_text("Second answer.")
+    socket = await connected_socket(alice, session.pk)
+
+    await send(socket, {"type": "message.send", "content": "First"})
+    await receive_until(socket, "turn.done")
+    await send(socket, {"type": "message.send", "content": "Second"})
+    events = await receive_until(socket, "turn.done")
+
+    assert [e for e in events if e["type"] == "error"] == []
+    assert events[-1]["ok"] is True
+    assert await stored(session) == [
+        ("user", "First"),
+        ("assistant", "First answer."),
+        ("user", "Second"),
+        ("assistant", "Second answer."),
+    ]
+    await socket.disconnect()
 
 
 async def test_two_tabs_on_one_session_both_see_the_conversation(alice, session, fake_openai):

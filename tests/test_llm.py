@@ -100,6 +100,28 @@ def test_it_leaves_prompt_cache_key_out_when_not_given(fake_openai: FakeOpenAI):
     assert "tools" not in fake_openai.requests[0]
 
 
+def test_it_sends_the_temperature_only_when_one_is_given(fake_openai: FakeOpenAI):
+    _drain(get_chat_model().stream(messages=USER_HELLO, temperature=0.0))
+    _drain(get_chat_model().stream(messages=USER_HELLO))
+
+    assert fake_openai.requests[0]["temperature"] == 0.0
+    assert "temperature" not in fake_openai.requests[1]
+
+
+def test_a_model_name_replaces_the_configured_model_and_blank_keeps_it(
+    fake_openai: FakeOpenAI, settings
+):
+    settings.DRIFTLESS_MODEL = "llama3.1:8b"
+
+    _drain(get_chat_model("chat", model_name="qwen2.5:14b").stream(messages=USER_HELLO))
+    _drain(get_chat_model("chat", model_name="").stream(messages=USER_HELLO))
+
+    assert [request["model"] for request in fake_openai.requests] == [
+        "qwen2.5:14b",
+        "llama3.1:8b",
+    ]
+
+
 def test_complete_json_returns_the_parsed_object(fake_openai: FakeOpenAI):
     answer = {"title": "Trip planning", "summary": "Lisbon in May", "include_in_memory": True}
     fake_openai.reply_json(answer)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.cache import cache
 
 from chat import turn as turn_module
 from chat.turn import (
@@ -19,6 +20,7 @@ from chat.turn import (
 )
 from memory.facts import read_facts
 from memory.llm import Usage
+from memory.models import Session
 from memory.thread import usage_totals
 
 
@@ -288,3 +290,49 @@ def test_offline_plain_message_says_no_model_is_configured(session):
     result = do_send_message(session=session, content="Hello")
     assert "no language model is configured" in result.reply.content
     assert roles(session) == ["user", "assistant"]
+
+
+def test_the_agents_own_model_and_temperature_go_to_the_server_on_every_round(
+    session, agent, fake_openai
+):
+    agent.model_name = "qwen2.5:14b"
+    agent.temperature = 0.2
+    agent.save(update_fields=["model_name", "temperature"])
+    fake_openai.reply_tool_calls([("important_info", {"operation": "read"})])
+    fake_openai.reply_text("Nothing yet.")
+
+    result = do_send_message(session=Session.objects.get(pk=session.pk), content="Hi")
+
+    assert [r["model"] for r in fake_openai.requests] == ["qwen2.5:14b", "qwen2.5:14b"]
+    assert [r["temperature"] for r in fake_openai.requests] == [0.2, 0.2]
+    assert result.reply.model_name == "qwen2.5:14b"
+
+
+def test_an_agent_without_model_settings_uses_the_configured_model_and_no_temperature(
+    session, fake_openai
+):
+    do_send_message(session=Session.objects.get(pk=session.pk), content="Hi")
+
+    (request,) = fake_openai.requests
+    assert request["model"] == "gpt-4o-mini"
+    assert "temperature" not in request
+
+
+def test_turn_done_is_announced_only_once_the_session_is_free_again(
+    session, fake_openai, monkeypatch
+):
+    free_when_done: list[bool] = []
+
+    def publish(session_id, event):
+        if event["type"] == "turn.done":
+            free_when_done.append(cache.get(f"driftless:turn-lock:{session_id}") is None)
+
+    monkeypatch.setattr(turn_module, "publish", publish)
+    monkeypatch.setattr(turn_module, "publish_on_commit", publish)
+    fake_openai.fail(500)
+    fake_openai.reply_text("Back again.")
+
+    do_send_message(session=session, content="One")
+    do_retry_turn(session=session)
+
+    assert free_when_done == [True, True]
