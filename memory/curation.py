@@ -57,7 +57,9 @@ def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
 def do_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryDecision | None:
     """The agent's manage_topic_memory: guarded, then applied."""
     with transaction.atomic():
-        topic = Topic.objects.select_for_update().select_related("session").get(pk=topic.pk)
+        topic = (
+            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
+        )
         state = check_agent_curation(topic=topic, action=action)
         return _apply_state(topic=topic, state=state, actor=MemoryDecision.Actor.AGENT)
 
@@ -65,7 +67,9 @@ def do_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryDecision | 
 def do_user_curation(*, topic: Topic, state: MemoryState, user) -> MemoryDecision | None:
     """The user's choice: any state, always accepted, and remembered as manual."""
     with transaction.atomic():
-        topic = Topic.objects.select_for_update().select_related("session").get(pk=topic.pk)
+        topic = (
+            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
+        )
         return _apply_state(topic=topic, state=state, actor=MemoryDecision.Actor.USER, user=user)
 
 
