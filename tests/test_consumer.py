@@ -49,7 +49,18 @@ async def open_socket(user, session_id: int) -> tuple[WebsocketCommunicator, boo
         headers.append((b"cookie", await database_sync_to_async(login_cookie)(user)))
     socket = WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
     connected, code = await socket.connect(timeout=TIMEOUT)
+    if not connected:
+        await finish_refused(socket)
     return socket, True if connected else code
+
+
+async def finish_refused(socket: WebsocketCommunicator) -> None:
+    """End the refused consumer inside the test, as a server does after the close.
+
+    Left running, its channels-redis receive (a BZPOPMIN) outlives the test and the event
+    loop's teardown waits on it: a cancelled read there only ends at the socket timeout.
+    The disconnect is given a moment, then the communicator cancels the consumer."""
+    await socket.disconnect(timeout=1)
 
 
 async def connected_socket(user, session_id: int) -> WebsocketCommunicator:
@@ -134,6 +145,7 @@ async def test_a_socket_without_an_allowed_origin_is_refused(alice, session):
     )
     connected, code = await socket.connect(timeout=TIMEOUT)
     assert not connected and code == 1000  # refused by the origin check, before the consumer
+    await finish_refused(socket)
 
 
 async def test_a_tool_call_round_trip_stores_the_fact_and_the_model_sees_the_result(
