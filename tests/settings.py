@@ -45,6 +45,7 @@ from driftless.settings import (  # noqa: E402
     CHANNEL_LAYERS,
     CHANNEL_SOCKET_TIMEOUT,
     DATABASES,
+    VAR_DIR,
 )
 
 # Several test runs may share one Redis (parallel developers, a dev worker): each run
@@ -57,6 +58,10 @@ if SERVICES["postgres"]:
     # DRIFTLESS_DB_NAME points that subprocess at the already created test database itself.
     if os.environ.get("DRIFTLESS_DB_NAME"):
         DATABASES["default"]["NAME"] = os.environ["DRIFTLESS_DB_NAME"]
+else:
+    # A file, not SQLite's shared-cache memory database: there a second writer (a
+    # background evaluation) fails at once with "table is locked" instead of waiting.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 if SERVICES["redis"]:
     CACHES["default"]["KEY_PREFIX"] = _RUN
     CHANNEL_LAYERS["default"]["CONFIG"] = {
