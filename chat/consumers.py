@@ -66,10 +66,13 @@ def _act(user, session_id: int, frame: ClientFrame) -> None:
 
 class SessionConsumer(AsyncWebsocketConsumer):
     session_id: int | None = None
-    _work: asyncio.Task | None = None
-    # Set when a turn.done passes: the turn is over (its session lock released) although
-    # the worker thread may not have handed the finished task back to this loop yet.
-    _turn_over: bool = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Requests in flight, referenced so the event loop cannot drop them. Whether a
+        # turn may start is the session lock's call (chat/turn.py), across tabs and
+        # processes; a refused request answers with a turn_in_progress error.
+        self._work: set[asyncio.Task] = set()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -97,11 +100,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except FrameRefused as refused:
             await self._send_error(refused.code, refused.message)
             return
-        if self._work is not None and not self._work.done() and not self._turn_over:
-            await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
-            return
-        self._turn_over = False
-        self._work = asyncio.create_task(self._perform(frame))
+        task = asyncio.create_task(self._perform(frame))
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
 
     async def _perform(self, frame: ClientFrame) -> None:
         work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
@@ -117,8 +118,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def session_event(self, message: dict) -> None:
         """An event published to the session's group: forwarded unchanged."""
-        if message["event"].get("type") == "turn.done":
-            self._turn_over = True
         await self.send(text_data=json.dumps(message["event"]))
 
     async def _send_error(self, code: ErrorCode, text: str) -> None:

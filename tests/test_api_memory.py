@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from django.utils import timezone
 
 from memory.facts import read_facts, set_fact
-from memory.models import Agent, MemoryDecision, Notes, Session, Topic
+from memory.models import Agent, MemoryDecision, Notes, Session
+from tests.memory_builders import add_topic
 
 
 @pytest.fixture
@@ -23,19 +23,6 @@ def as_bob(client, bob):
 
 def put(client, url, body):
     return client.put(url, data=json.dumps(body), content_type="application/json")
-
-
-def earlier_topic(session, *, title, summary="", keep=False, deprecated=False) -> Topic:
-    return Topic.objects.create(
-        session=session,
-        title=title,
-        summary=summary,
-        keep_in_memory=keep,
-        deprecated=deprecated,
-        memory_changed_at=timezone.now() if keep or deprecated else None,
-        is_active=False,
-        origin=Topic.Origin.USER,
-    )
 
 
 # --- a topic's memory state --------------------------------------------------------------
@@ -109,9 +96,9 @@ def test_the_memory_api_needs_a_login(client, session):
 
 def test_the_memory_block_lists_promoted_summaries_and_deprecated_titles(as_alice, alice, agent):
     earlier = Session.objects.start(user=alice, agent=agent)
-    earlier_topic(earlier, title="Trip", summary="Lisbon in May; trains only.", keep=True)
-    earlier_topic(earlier, title="Old stack", summary="MySQL (reversed).", deprecated=True)
-    earlier_topic(earlier, title="Chit-chat", summary="Weather.")
+    add_topic(earlier, title="Trip", summary="Lisbon in May; trains only.", keep=True)
+    add_topic(earlier, title="Old stack", summary="MySQL (reversed).", deprecated=True)
+    add_topic(earlier, title="Chit-chat", summary="Weather.")
     current = Session.objects.start(user=alice, agent=agent)
 
     data = as_alice.get(f"/agents-api/sessions/{current.pk}/memory").json()
@@ -129,7 +116,7 @@ def test_the_memory_block_lists_promoted_summaries_and_deprecated_titles(as_alic
 
 
 def test_the_memory_block_shows_this_sessions_topics_only_in_the_scope_view(as_alice, session):
-    earlier_topic(session, title="Decided here", summary="Use PostgreSQL.", keep=True)
+    add_topic(session, title="Decided here", summary="Use PostgreSQL.", keep=True)
 
     data = as_alice.get(f"/agents-api/sessions/{session.pk}/memory").json()
 
@@ -142,7 +129,7 @@ def test_the_memory_block_reports_what_the_budget_dropped_oldest_first(as_alice,
     Agent.objects.filter(pk=agent.pk).update(memory_token_budget=30)
     earlier = Session.objects.start(user=alice, agent=agent)
     for n in range(4):
-        earlier_topic(earlier, title=f"Topic {n}", summary="x" * 60, keep=True)
+        add_topic(earlier, title=f"Topic {n}", summary="x" * 60, keep=True, age_days=4 - n)
     current = Session.objects.start(user=alice, agent=agent)
 
     data = as_alice.get(f"/agents-api/sessions/{current.pk}/memory").json()
@@ -235,7 +222,7 @@ def test_facts_belong_to_the_user_not_to_everyone_of_the_agent(client, alice, bo
 def test_notes_of_the_active_topic_and_of_a_closed_one(as_alice, session):
     active = session.active_topic()
     Notes.objects.create(topic=active, content="- chose **PostgreSQL**")
-    closed = earlier_topic(session, title="Earlier")
+    closed = add_topic(session, title="Earlier")
     Notes.objects.create(topic=closed, content="old scratch", archived=True)
 
     assert as_alice.get(f"/agents-api/topics/{active.pk}/notes").json() == {
