@@ -240,6 +240,16 @@ class Topic(models.Model):
         return MemoryState.NONE
 
 
+class MessageQuerySet(models.QuerySet):
+    def conversation(self) -> MessageQuerySet:
+        """The user's messages and the assistant's text replies: what the spec's "messages"
+        count (the 10-message heartbeat, ``MIN_MEMORY_TURNS``). Tool results, the assistant's
+        tool-call requests and error records are not conversation."""
+        return self.filter(
+            Q(role=Message.Role.USER) | Q(role=Message.Role.ASSISTANT, tool_calls=[])
+        )
+
+
 class Message(models.Model):
     class Role(models.TextChoices):
         USER = "user", "User"
@@ -263,6 +273,8 @@ class Message(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = MessageQuerySet.as_manager()
+
     class Meta:
         ordering = ["session", "seq"]
         constraints = [
@@ -272,6 +284,13 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.role}"
+
+    @property
+    def is_conversation(self) -> bool:
+        """The row-level twin of ``MessageQuerySet.conversation()``."""
+        return self.role == self.Role.USER or (
+            self.role == self.Role.ASSISTANT and not self.tool_calls
+        )
 
 
 class NotesQuerySet(models.QuerySet):

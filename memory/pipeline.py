@@ -39,7 +39,6 @@ from typing import Literal
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, transaction
-from django.db.models import Q
 
 from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.drift import (
@@ -82,15 +81,11 @@ def note_message_stored(*, session_id: int, message_count: int) -> None:
         logger.exception("could not schedule the interval evaluation of session %s", session_id)
 
 
-def _conversation_messages() -> Q:
-    return Q(role=Message.Role.USER) | Q(role=Message.Role.ASSISTANT, tool_calls=[])
-
-
 def _is_interval_message(*, session_id: int, seq: int) -> bool:
-    session_messages = Message.objects.filter(session_id=session_id)
-    if not session_messages.filter(_conversation_messages(), seq=seq).exists():
+    conversation = Message.objects.filter(session_id=session_id).conversation()
+    if not conversation.filter(seq=seq).exists():
         return False
-    count = session_messages.filter(_conversation_messages(), seq__lte=seq).count()
+    count = conversation.filter(seq__lte=seq).count()
     return count % DRIFT_INTERVAL_MESSAGES == 0
 
 

@@ -6,7 +6,8 @@ far as the specification allows:
 
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
-* a topic with fewer than ``MIN_MEMORY_TURNS`` user and assistant messages is never
+* a topic with fewer than ``MIN_MEMORY_TURNS`` conversation messages (the user's and the
+  assistant's text replies, as ``Message.objects.conversation()`` counts) is never
   promoted, whatever the model says;
 * any failure (HTTP error, timeout, malformed JSON, a missing or blank title or summary)
   gives a deterministic fallback built from the first user message, which never promotes;
@@ -54,9 +55,6 @@ TITLE_LIMIT = 120  # characters; the column holds 200
 FALLBACK_TITLE_LIMIT = 60
 FALLBACK_SUMMARY_LIMIT = 300
 UNTITLED = "Untitled topic"
-
-# The roles the minimum-turn threshold counts ("user and agent combined").
-CONVERSATION_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ def _transcript_line(message: Message) -> str:
 
 def generate_summary(*, messages: Sequence[Message], notes: str) -> TopicSummary:
     """One model call; never raises for a model failure (the fallback is the answer)."""
-    turns = sum(1 for message in messages if message.role in CONVERSATION_ROLES)
+    turns = sum(1 for message in messages if message.is_conversation)
     try:
         answer = get_chat_model("summary").complete_json(
             messages=summary_messages(messages=messages, notes=notes)
