@@ -21,8 +21,6 @@ from django.db import connections
 from chat.protocol import (
     TURN_IN_PROGRESS_MESSAGE,
     ClientFrame,
-    ErrorCode,
-    FrameRefused,
     NewTopic,
     RetryTurn,
     SendMessage,
@@ -32,6 +30,7 @@ from chat.turn import NothingToRetry, TurnBusy, do_new_topic, do_retry_turn, do_
 from memory.events import session_group
 from memory.models import Session
 from memory.pipeline import request_exit_evaluation
+from memory.validation import InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +96,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         try:
             frame = parse_frame(text_data, binary=bytes_data is not None)
-        except FrameRefused as refused:
+        except InvalidInput as refused:
             await self._send_error(refused.code, refused.message)
             return
         task = asyncio.create_task(self._perform(frame))
@@ -112,6 +111,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
         except NothingToRetry as err:
             await self._send_error("nothing_to_retry", str(err))
+        except InvalidInput as refused:  # the domain's checks answer like the frame's
+            await self._send_error(refused.code, refused.message)
         except Exception:
             logger.exception("websocket request failed in session %s", self.session_id)
             await self._send_error("internal_error", "the request failed; try again")
@@ -120,5 +121,5 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """An event published to the session's group: forwarded unchanged."""
         await self.send(text_data=json.dumps(message["event"]))
 
-    async def _send_error(self, code: ErrorCode, text: str) -> None:
+    async def _send_error(self, code: str, text: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "code": code, "message": text}))

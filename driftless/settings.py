@@ -18,6 +18,7 @@ from driftless.env import (
     env_list,
     env_str,
 )
+from memory.limits import SERVER_MAX_FRAME_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DRIFTLESS_VAR_DIR") or BASE_DIR / "var")
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "chat.middleware.Utf8PathMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -61,6 +63,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# What daphne buffers for one websocket message (runserver reads these; the daphne command
+# takes --websocket_max_message_size / --websocket_max_frame_size): above the protocol's
+# frame limit, so an oversized frame is answered frame_too_large (memory/limits.py).
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = SERVER_MAX_FRAME_BYTES
+DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = SERVER_MAX_FRAME_BYTES
 
 ROOT_URLCONF = "driftless.urls"
 WSGI_APPLICATION = "driftless.wsgi.application"
@@ -171,6 +179,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only, parsed with a depth limit; the domain's InvalidInput answers 400.
+    "DEFAULT_PARSER_CLASSES": ["chat.api.input.DepthLimitedJSONParser"],
+    "EXCEPTION_HANDLER": "chat.api.input.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Driftless agents API",
