@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from memory.models import MemoryState, Message, Session, Topic
 
 
+@extend_schema_serializer(component_name="Message")
 class MessageRepresentation(serializers.ModelSerializer):
     session_id = serializers.IntegerField(read_only=True)
     topic_id = serializers.IntegerField(read_only=True)
@@ -46,6 +48,7 @@ class MessageRepresentation(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(component_name="Topic")
 class TopicRepresentation(serializers.ModelSerializer):
     session_id = serializers.IntegerField(read_only=True)
     memory_state = serializers.ChoiceField(
@@ -72,6 +75,7 @@ class TopicRepresentation(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(component_name="Session")
 class SessionRepresentation(serializers.ModelSerializer):
     agent_id = serializers.IntegerField(read_only=True)
     agent_name = serializers.CharField(source="agent.name", read_only=True)
@@ -92,12 +96,14 @@ class SessionRepresentation(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(component_name="Facts")
 class FactsRepresentation(serializers.Serializer):
     """The durable facts of a (user, agent, organization) scope: key to JSON value."""
 
     facts = serializers.DictField(child=serializers.JSONField(), read_only=True)
 
 
+@extend_schema_serializer(component_name="Notes")
 class NotesRepresentation(serializers.Serializer):
     """A topic's notes: the active document, or a closed topic's archived one."""
 

@@ -7,7 +7,7 @@ checked by the domain's ``check_*`` functions, raw: no silent coercion (chat/api
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from chat.api.input import CheckedTextField, StrictPrimaryKeyRelatedField
@@ -52,6 +52,7 @@ class SessionUsageSerializer(UsageSerializer):
     )
 
 
+@extend_schema_serializer(component_name="SessionDetail")
 class SessionDetailSerializer(SessionSerializer):
     active_topic_id = serializers.SerializerMethodField()
     usage = SessionUsageSerializer(read_only=True)

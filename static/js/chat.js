@@ -62,8 +62,6 @@
     topicTitle: (id) => topics.title(id),
   });
 
-  const normalize = (message) => ({ ...message, topic_id: message.topic_id !== undefined ? message.topic_id : message.topic });
-
   // --- viewing topics -------------------------------------------------------------------------
   function previousLink(id) {
     const previous = topics.previousOf(id);
@@ -90,7 +88,7 @@
     }
     try {
       const data = await api.get("/agents-api/topics/" + id + "/messages");
-      showTopic(id, D.results(data).map(normalize));
+      showTopic(id, D.results(data));
     } catch (err) {
       D.toast("Could not open that topic: " + err.message);
     }
@@ -100,7 +98,7 @@
     const id = topics.activeId();
     try {
       const data = await api.get("/agents-api/topics/" + id + "/messages");
-      showTopic(id, D.results(data).map(normalize));
+      showTopic(id, D.results(data));
     } catch (err) {
       D.toast("Could not load the conversation: " + err.message);
     }
@@ -148,7 +146,6 @@
   // --- events -----------------------------------------------------------------------------
   const handlers = {
     "message.created"({ message }) {
-      message = normalize(message);
       if (message.topic_id === viewedId && !thread.has(message.id)) {
         viewedMessages.push(message);
         thread.append(message);
