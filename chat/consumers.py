@@ -27,7 +27,7 @@ from chat.protocol import (
     parse_frame,
 )
 from chat.turn import NothingToRetry, TurnBusy, do_new_topic, do_retry_turn, do_send_message
-from memory.events import session_group
+from memory.events import error_event, session_group
 from memory.models import Session
 from memory.pipeline import request_exit_evaluation
 from memory.validation import InvalidInput
@@ -122,4 +122,4 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps(message["event"]))
 
     async def _send_error(self, code: str, text: str) -> None:
-        await self.send(text_data=json.dumps({"type": "error", "code": code, "message": text}))
+        await self.send(text_data=json.dumps(error_event(code, text)))

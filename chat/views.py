@@ -13,8 +13,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
-from memory.events import message_payload, topic_payload
 from memory.models import Agent, Session, Topic
+from memory.representations import (
+    message_representation,
+    session_representation,
+    topic_representation,
+)
 
 # The chat page opens on the end of the active topic; older messages of a very long
 # topic stay reachable through the messages API.
@@ -55,13 +59,10 @@ def chat(request, session_id: int):
     active = next(topic for topic in topics if topic.is_active)
     recent = active.messages.order_by("-seq")[:INITIAL_MESSAGES]
     initial = {
-        "session": {
-            "id": session.pk,
-            "title": str(session),
-            "agent": {"id": session.agent_id, "name": session.agent.name},
-        },
-        "topics": [topic_payload(topic) for topic in topics],
-        "messages": [message_payload(message) for message in reversed(recent)],
+        # The same representations the REST API and the socket events use.
+        "session": session_representation(session),
+        "topics": [topic_representation(topic) for topic in topics],
+        "messages": [message_representation(message) for message in reversed(recent)],
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})

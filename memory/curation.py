@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
-from memory.events import publish_on_commit, topic_payload
+from memory.events import publish_on_commit, topic_updated
 from memory.models import MemoryDecision, MemoryState, Topic
 from memory.persistent import invalidate_persistent_memory
 
@@ -142,4 +142,4 @@ def _record_change(
 
 
 def _updated(topic: Topic):
-    return {"type": "topic.updated", "topic": topic_payload(topic), "reason": "curation"}
+    return topic_updated(topic, reason="curation")

@@ -150,6 +150,28 @@ def message_payload(message) -> MessagePayload:
     return message_representation(message)  # type: ignore[return-value]
 
 
+def message_created(message) -> MessageCreated:
+    return {"type": "message.created", "message": message_payload(message)}
+
+
+def topic_created(*, topic, previous, relocated_message_ids: list[int]) -> TopicCreated:
+    return {
+        "type": "topic.created",
+        "topic": topic_payload(topic),
+        "previous": topic_payload(previous) if previous is not None else None,
+        "relocated_message_ids": list(relocated_message_ids),
+    }
+
+
+def topic_updated(topic, *, reason: Literal["summary", "refresh", "curation"]) -> TopicUpdated:
+    return {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
+
+
+def error_event(code: str, message: str) -> ErrorEvent:
+    """A refused frame, for the socket that sent it (never published to the group)."""
+    return {"type": "error", "code": code, "message": message}
+
+
 def publish(session_id: int, event: Event) -> None:
     """Send now. Use for ephemeral events (reply deltas) that carry no stored state."""
     try:

@@ -12,7 +12,7 @@
   const D = window.Driftless;
   const initial = JSON.parse(document.getElementById("driftless-initial").textContent);
   const sessionId = initial.session.id;
-  const agentName = initial.session.agent.name;
+  const agentName = initial.session.agent_name;
   const api = D.createApi(initial.csrf_token);
 
   const RECONNECT_BASE_MS = 500;
