@@ -35,7 +35,7 @@ from django.db.models import Q
 
 from memory.constants import ACTIVE_WINDOW_MESSAGES
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
-from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory
+from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 from memory.thread import usage_totals
 from memory.tokens import estimate_tokens
 from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
@@ -249,10 +249,11 @@ def _prior_topics_text(prior: list[dict]) -> str:
     lines = []
     for topic in prior:
         title = " ".join(topic["title"].split()) or UNTITLED
+        ref = topic_ref(topic["pk"])
         if topic["deprecated"]:
-            lines.append(f"- {DEPRECATED_PREFIX}{title}")
+            lines.append(f"- {ref} {DEPRECATED_PREFIX}{title}")
         else:
-            lines.append(f"- {title}: {topic['summary'].strip()}")
+            lines.append(f"- {ref} {title}: {topic['summary'].strip()}")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ class TopicPayload(TypedDict):
     memory_state: Literal["none", "promoted", "deprecated"]
     keep_in_memory_manually_set: bool
     deprecated_manually_set: bool
+    summary_manually_set: bool
     is_active: bool
     origin: str
 
@@ -130,6 +131,7 @@ def topic_payload(topic) -> TopicPayload:
         "memory_state": topic.memory_state.value,
         "keep_in_memory_manually_set": topic.keep_in_memory_manually_set,
         "deprecated_manually_set": topic.deprecated_manually_set,
+        "summary_manually_set": topic.summary_manually_set,
         "is_active": topic.is_active,
         "origin": topic.origin,
     }

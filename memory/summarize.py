@@ -11,7 +11,8 @@ far as the specification allows:
   promoted, whatever the model says;
 * any failure (HTTP error, timeout, malformed JSON, a missing or blank title or summary)
   gives a deterministic fallback built from the first user message, which never promotes;
-* the user's manual keep-in-memory choice is never overridden (curation's guard).
+* the user's manual keep-in-memory choice is never overridden (curation's guard);
+* the user's edited title and summary are kept until the topic has a new message.
 
 Computing a summary (a model call, seconds) and applying it (a short locked write) are
 separate steps, so callers can make the call before they take any lock and confirm
@@ -227,17 +228,26 @@ def _basis(topic: Topic, messages: Sequence[Message], notes: str):
 def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
     """Write title, summary and flag; True when any of them changed.
 
+    A title and summary the user edited stay as they are while the topic has no message
+    newer than the edit (``Topic.edit_stands``); once it has, the new summary replaces
+    them (the summary call starts from the user's text as the previous summary).
+
     The caller holds the topic row (select_for_update, with its session loaded) inside its
     transaction, and publishes the topic.updated event once the topic is in its final
     state. The flag goes through curation (audit row, cache invalidation, the user guard);
     a new title or summary of a topic shown in persistent memory invalidates the scope's
     cache too, since the block prints them.
     """
-    text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
-    topic.title = summary.title
-    topic.summary = summary.summary
-    topic.summarized_at = timezone.now()
-    topic.save(update_fields=["title", "summary", "summarized_at"])
+    if topic.edit_stands:
+        # The user's correction of these very messages wins; only the flag is the model's.
+        text_changed = False
+    else:
+        text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
+        topic.title = summary.title
+        topic.summary = summary.summary
+        topic.summary_manually_set = False
+        topic.summarized_at = timezone.now()
+        topic.save(update_fields=["title", "summary", "summary_manually_set", "summarized_at"])
     if text_changed and (topic.keep_in_memory or topic.deprecated):
         invalidate_persistent_memory(topic.session.memory_scope_key)
     before = topic.keep_in_memory

@@ -4,7 +4,8 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 
-from memory.models import ImportantInfo, MemoryDecision, Notes
+from memory.deletion import do_delete_session
+from memory.models import ImportantInfo, MemoryDecision, Notes, Session
 
 
 @pytest.fixture
@@ -24,6 +25,8 @@ def history(session, alice):
         user=alice, agent=session.agent, organization=session.organization, data={"db": "pg"}
     )
     MemoryDecision.objects.create(topic=topic, actor="user", from_state="none", to_state="promoted")
+    gone = Session.objects.start(user=alice, agent=session.agent)
+    do_delete_session(session=gone, deleted_by=alice)
     return topic
 
 
