@@ -10,7 +10,9 @@ the same messages.
 
 from django.contrib import admin, messages
 from django.db.models import Count
+from django.shortcuts import redirect
 
+from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.curation import CurationRefused, do_user_edit_topic
 from memory.deletion import do_delete_session, do_delete_topic
 from memory.models import (
@@ -196,9 +198,13 @@ class TopicAdmin(admin.ModelAdmin):
         except CurationRefused as refused:
             self.message_user(request, f"Not saved: {refused}", messages.ERROR)
 
-    def has_delete_permission(self, request, obj=None):
-        # A session always has its active topic: delete the session instead.
-        return super().has_delete_permission(request, obj) and not (obj and obj.is_active)
+    def delete_view(self, request, object_id, extra_context=None):
+        topic = self.get_object(request, object_id)
+        if topic is not None and topic.is_active:
+            # A session always has its active topic: delete the session instead.
+            self.message_user(request, ACTIVE_TOPIC_DELETE_ERROR, messages.ERROR)
+            return redirect("admin:memory_topic_change", topic.pk)
+        return super().delete_view(request, object_id, extra_context)
 
     def delete_model(self, request, obj):
         do_delete_topic(topic=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)

@@ -187,6 +187,7 @@ def _prepare_entry(*, topic: Topic, state: MemoryState) -> None:
     """Before any lock: refuse an empty topic, summarize an untitled one (a model call)."""
     if state == MemoryState.NONE:
         return
+    topic = Topic.objects.get(pk=topic.pk)  # the caller's copy may be stale
     _check_not_empty(topic)
     if _needs_summary(topic, state):
         from memory.summarize import do_summarize_topic  # summarize imports this module

@@ -91,8 +91,9 @@ def active_notes_text(topic: Topic) -> str:
     return notes or ""
 
 
-def summary_messages(*, messages: Sequence[Message], notes: str) -> list[dict]:
-    """The chat messages of the summary call: the prompt, then the transcript and notes.
+def summary_messages(*, messages: Sequence[Message], notes: str, previous: str = "") -> list[dict]:
+    """The chat messages of the summary call: the prompt, then the user's corrected
+    summary to build on (if any), the transcript and notes.
 
     The history is rendered as one plain transcript rather than replayed as chat
     messages: a topic cut by a fork may start with a tool result, which an API would
@@ -100,6 +101,12 @@ def summary_messages(*, messages: Sequence[Message], notes: str) -> list[dict]:
     """
     transcript = "\n".join(_transcript_line(message) for message in messages)
     parts = [f"Conversation:\n{transcript}"]
+    if previous.strip():
+        parts.insert(
+            0,
+            "Previous summary, corrected by the user (build on it; keep what it says "
+            f"unless the conversation changes it):\n{previous.strip()}",
+        )
     if notes.strip():
         parts.append(f"Notes for this topic:\n{notes.strip()}")
     return [
@@ -128,12 +135,14 @@ def _transcript_line(message: Message) -> str:
 # --- computing a summary ------------------------------------------------------------------
 
 
-def generate_summary(*, messages: Sequence[Message], notes: str) -> TopicSummary:
+def generate_summary(
+    *, messages: Sequence[Message], notes: str, previous: str = ""
+) -> TopicSummary:
     """One model call; never raises for a model failure (the fallback is the answer)."""
     turns = sum(1 for message in messages if message.is_conversation)
     try:
         answer = get_chat_model("summary").complete_json(
-            messages=summary_messages(messages=messages, notes=notes)
+            messages=summary_messages(messages=messages, notes=notes, previous=previous)
         )
         title, summary, include = parse_summary_answer(answer)
     except LLMError as err:
@@ -203,7 +212,7 @@ def prepare_summary(*, topic: Topic, before_seq: int | None = None) -> PreparedS
     messages = topic_history(topic, before_seq=before_seq)
     notes = active_notes_text(topic)
     return PreparedSummary(
-        summary=generate_summary(messages=messages, notes=notes),
+        summary=generate_summary(messages=messages, notes=notes, previous=_previous(topic)),
         basis=_basis(topic, messages, notes),
     )
 
@@ -215,7 +224,12 @@ def confirm_summary(prepared: PreparedSummary | None, *, topic: Topic) -> TopicS
     notes = active_notes_text(topic)
     if prepared is not None and prepared.basis == _basis(topic, messages, notes):
         return prepared.summary
-    return generate_summary(messages=messages, notes=notes)
+    return generate_summary(messages=messages, notes=notes, previous=_previous(topic))
+
+
+def _previous(topic: Topic) -> str:
+    """The user's corrected summary, the starting point of the next summary."""
+    return topic.summary if topic.summary_manually_set else ""
 
 
 def _basis(topic: Topic, messages: Sequence[Message], notes: str):
