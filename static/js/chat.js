@@ -46,7 +46,7 @@
   });
   window.DriftlessLifecycle.installExitTriggers(evaluator);
 
-  const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id) });
+  const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id), onDeleted: topicDeleted });
   const thread = D.createThread({
     root: $("thread"),
     scroller: $("thread-scroll"),
@@ -60,7 +60,19 @@
     agentName,
     topicForNotes: () => viewedId,
     topicTitle: (id) => topics.title(id),
+    onOpenTopic: (id) => openTopic(id),
+    // An entry of this session changed in the memory panel: the topic list shows it too.
+    onTopicChanged: (payload, fromSession) => {
+      if (fromSession !== sessionId) return;
+      topics.upsert(payload);
+      if (payload.id === viewedId) $("conv-title").textContent = topics.title(payload.id);
+    },
   });
+
+  function topicDeleted(id) {
+    if (id === viewedId) reloadActive();
+    inspector.refresh("memory", "context");
+  }
 
   const normalize = (message) => ({ ...message, topic_id: message.topic_id !== undefined ? message.topic_id : message.topic });
 
@@ -389,6 +401,9 @@
   // --- start --------------------------------------------------------------------------------------
   topics.load(initial.topics);
   showTopic(topics.activeId(), initial.messages);
+  // A link to a topic (from the memory panel of another session): /sessions/<id>/?topic=<id>
+  const linked = Number(new URLSearchParams(location.search).get("topic"));
+  if (linked && linked !== topics.activeId() && topics.get(linked)) openTopic(linked);
   try {
     input.value = localStorage.getItem(draftKey) || "";
   } catch (err) {
