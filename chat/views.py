@@ -17,6 +17,7 @@ from chat.api.scoping import owned_session_or_404
 from chat.turn import TurnBusy, do_delete_session_between_turns
 from memory.events import message_payload, topic_payload
 from memory.models import Agent, Deletion, Session, Topic
+from memory.search import SearchError, marked_segments, search_memory
 
 # The chat page opens on the end of the active topic; older messages of a very long
 # topic stay reachable through the messages API.
@@ -92,3 +93,17 @@ def delete_session(request, session_id: int):
         "chat/delete_session.html",
         {"session": session, "messages_total": session.messages.count(), **counts},
     )
+
+
+@login_required
+def search(request):
+    """The search page: the caller's own facts, topics and messages, linked to their topic."""
+    query = request.GET.get("q", "")
+    hits, error = [], ""
+    if query.strip():
+        try:
+            hits = search_memory(user=request.user, query=query)
+        except SearchError as err:
+            error = str(err).removeprefix("q: ")
+    results = [{"hit": hit, "segments": marked_segments(hit.snippet, query=query)} for hit in hits]
+    return render(request, "chat/search.html", {"query": query, "results": results, "error": error})

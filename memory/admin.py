@@ -8,8 +8,11 @@ correction like the user's (memory/curation.py): audited, and kept by later summ
 the same messages.
 """
 
+import json
+
 from django.contrib import admin, messages
 from django.db.models import Count
+from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
@@ -26,6 +29,7 @@ from memory.models import (
     Session,
     Topic,
 )
+from memory.portability import export_memory
 from memory.thread import usage_totals
 
 
@@ -74,8 +78,27 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
+@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+def export_scope_memory(modeladmin, request, queryset):
+    scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
+    if len(scopes) != 1:
+        modeladmin.message_user(
+            request, "Select sessions of one user and agent: one scope a file.", messages.ERROR
+        )
+        return None
+    [(user, agent)] = scopes
+    document = export_memory(user=user, agent=agent, include_sessions=True)
+    response = HttpResponse(
+        json.dumps(document, ensure_ascii=False, indent=2), content_type="application/json"
+    )
+    filename = f"driftless-memory-{agent.pk}-{user.pk}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    actions = [export_scope_memory]
     list_display = [
         "__str__",
         "user",

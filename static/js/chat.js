@@ -401,9 +401,9 @@
   // --- start --------------------------------------------------------------------------------------
   topics.load(initial.topics);
   showTopic(topics.activeId(), initial.messages);
-  // A link to a topic (from the memory panel of another session): /sessions/<id>/?topic=<id>
-  const linked = Number(new URLSearchParams(location.search).get("topic"));
-  if (linked && linked !== topics.activeId() && topics.get(linked)) openTopic(linked);
+  // A link from search opens the session at a topic: /sessions/<id>/#topic-<topic id>.
+  const linked = /^#topic-(\d+)$/.exec(location.hash);
+  if (linked && Number(linked[1]) !== topics.activeId()) openTopic(Number(linked[1]));
   try {
     input.value = localStorage.getItem(draftKey) || "";
   } catch (err) {

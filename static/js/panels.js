@@ -91,7 +91,7 @@
     /** One memory entry, from this session or another: its brain, an edit action, a link. */
     function memItem(entry) {
       const state = entry.deprecated ? "deprecated" : "promoted";
-      const topicUrl = "/sessions/" + entry.session_id + "/?topic=" + entry.topic_id;
+      const topicUrl = "/sessions/" + entry.session_id + "/#topic-" + entry.topic_id; // as search links
       const li = el("li", { class: "mem-item" + (entry.deprecated ? " is-deprecated" : ""), dataset: { topicId: String(entry.topic_id) } });
       const brain = el(
         "button",

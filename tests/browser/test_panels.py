@@ -124,7 +124,7 @@ def test_an_entry_links_to_its_topic_in_its_own_session(open_chat, session, reme
     page = open_chat(session)
     link = memory_entry(page, remembered).get_by_role("link", name="Open the topic “DB choice”")
     link.click()
-    page.wait_for_url(f"**/sessions/{remembered.session_id}/?topic={remembered.pk}")
+    page.wait_for_url(f"**/sessions/{remembered.session_id}/#topic-{remembered.pk}")
     page.wait_for_selector("#conn[data-state=open]")
     page.locator("#conv-title", has_text="DB choice").wait_for()
     assert page.locator("#viewing-past").is_visible()
