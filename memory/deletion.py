@@ -6,8 +6,9 @@ was in persistent memory leaves it: the scope's cache is invalidated. One ``Dele
 row remains for each deletion (who, what, how much, never a title or a message), and the
 titles of the deleted topics are blanked in the curation audit trail, whose rows stay.
 
-Callers check ownership first (REST and pages look rows up through the caller's own);
-``via`` says who asked: the user (page or API) or an operator (admin).
+The session's open sockets hear of it (``topic.deleted``, ``session.deleted``: the server
+then closes them). Callers check ownership first (REST and pages look rows up through
+the caller's own); ``via`` says who asked: the user (page or API) or an operator (admin).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 
 from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
+from memory.events import publish_on_commit, session_deleted, topic_deleted
 from memory.models import Deletion, MemoryDecision, Message, Session, Topic
 from memory.persistent import invalidate_persistent_memory
 
@@ -49,8 +51,10 @@ def do_delete_session(*, session: Session, deleted_by, via: str = Deletion.Via.U
             memory_topics=counts["memory"],
         )
         _forget_titles(topics)
+        session_id = session.pk
         session.delete()
         invalidate_persistent_memory(session.memory_scope_key)
+        publish_on_commit(session_id, session_deleted(session_id))
     return record
 
 
@@ -77,7 +81,9 @@ def do_delete_topic(*, topic: Topic, deleted_by, via: str = Deletion.Via.USER) -
             memory_topics=int(in_memory),
         )
         _forget_titles(Topic.objects.filter(pk=topic.pk))
+        topic_id = topic.pk
         topic.delete()
+        publish_on_commit(session.pk, topic_deleted(topic_id))
         if in_memory:
             invalidate_persistent_memory(session.memory_scope_key)
     return record

@@ -98,6 +98,20 @@ class TopicUpdated(TypedDict):
     reason: Literal["summary", "refresh", "curation"]
 
 
+class TopicDeleted(TypedDict):
+    """An earlier topic of the session was deleted (with its messages and notes)."""
+
+    type: Literal["topic.deleted"]
+    topic_id: int
+
+
+class SessionDeleted(TypedDict):
+    """The session was deleted; the server closes the socket after sending this."""
+
+    type: Literal["session.deleted"]
+    session_id: int
+
+
 class ErrorEvent(TypedDict):
     """A frame from the client was refused; the connection stays open."""
 
@@ -114,6 +128,8 @@ Event = (
     | TurnError
     | TopicCreated
     | TopicUpdated
+    | TopicDeleted
+    | SessionDeleted
     | ErrorEvent
 )
 
@@ -135,6 +151,14 @@ def topic_payload(topic) -> TopicPayload:
         "is_active": topic.is_active,
         "origin": topic.origin,
     }
+
+
+def topic_deleted(topic_id: int) -> TopicDeleted:
+    return {"type": "topic.deleted", "topic_id": topic_id}
+
+
+def session_deleted(session_id: int) -> SessionDeleted:
+    return {"type": "session.deleted", "session_id": session_id}
 
 
 def message_payload(message) -> MessagePayload:

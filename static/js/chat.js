@@ -214,6 +214,15 @@
       if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
       if (reason === "curation" || reason === "summary") inspector.refresh("memory");
     },
+    "topic.deleted"({ topic_id: id }) {
+      if (!topics.get(id)) return; // this tab deleted it already
+      topics.remove(id);
+      topicDeleted(id);
+    },
+    "session.deleted"() {
+      D.toast("This session was deleted.");
+      setTimeout(() => location.assign("/"), 1500);
+    },
     error({ code, message }) {
       const back = thread.takeBackPending();
       if (back !== null && !input.value.trim()) {
