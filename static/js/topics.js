@@ -198,6 +198,8 @@
         ...[
           topic.is_active ? el("span", { class: "badge", text: "Active" }) : null,
           topic.origin === "drift" ? el("span", { text: "forked by drift" }) : null,
+          // Nothing enters memory untitled: the server summarizes the topic first.
+          pending.has(id) && !topic.summary && state !== "none" ? el("span", { class: "summarizing", text: "summarizing…" }) : null,
         ].filter(Boolean)
       );
       if (topic.is_active) row.open.setAttribute("aria-current", "true");
