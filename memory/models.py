@@ -76,7 +76,13 @@ class Agent(models.Model):
 
 class SessionQuerySet(models.QuerySet):
     def owned_by(self, user) -> SessionQuerySet:
-        return self.filter(user=user)
+        """The sessions the user may reach right now: their own, in an organization they
+        still belong to, while their account is active. Every interface (REST, pages, the
+        socket and each of its frames, the agent's tools) reads through this one method,
+        so leaving an organization or being deactivated ends access at once."""
+        if user is None or not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(user=user, user__is_active=True, organization__members=user)
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
@@ -176,7 +182,8 @@ class TopicQuerySet(models.QuerySet):
         return self.filter(Q(keep_in_memory=True) | Q(deprecated=True))
 
     def owned_by(self, user) -> TopicQuerySet:
-        return self.filter(session__user=user)
+        """Topics of the sessions ``Session.objects.owned_by(user)`` finds."""
+        return self.filter(session__in=Session.objects.owned_by(user))
 
 
 class Topic(models.Model):
