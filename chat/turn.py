@@ -26,7 +26,7 @@ from typing import Literal
 
 from django.core.cache import cache
 
-from chat.mcp import McpToolSource
+from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory.context import ContextStack, assemble_context, render_window
 from memory.events import publish, publish_on_commit
@@ -159,7 +159,7 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
         {"type": "turn.started", "turn_id": result.turn_id, "user_message_id": user_message.pk},
     )
     try:
-        with McpToolSource(session.agent.mcp_servers) as mcp:
+        with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
             stack = assemble_context(
                 session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
             )

@@ -17,6 +17,7 @@ from driftless.env import (
     env_int,
     env_list,
     env_str,
+    mcp_servers_from_env,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -153,6 +154,10 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 # Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
+
+# MCP servers are the operator's to declare (commands run as the server's user, URLs are
+# fetched from the server): agents only choose among these names (Agent.mcp_servers).
+MCP_SERVERS = mcp_servers_from_env("DRIFTLESS_MCP_SERVERS", "DRIFTLESS_MCP_SERVERS_FILE")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -9,6 +9,7 @@ organization), and a message's per-session sequence number is unique.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -31,6 +32,19 @@ class Organization(models.Model):
         return self.name
 
 
+def validate_mcp_server_names(value: object) -> None:
+    """An agent names MCP servers; only the deployment configuration says what they run."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ValidationError("expected a list of MCP server names, not server definitions")
+    unknown = sorted(set(value) - set(settings.MCP_SERVERS))
+    if unknown:
+        declared = ", ".join(sorted(settings.MCP_SERVERS)) or "none"
+        raise ValidationError(
+            f"not declared in the deployment configuration: {', '.join(unknown)} "
+            f"(declared: {declared})"
+        )
+
+
 class AgentQuerySet(models.QuerySet):
     def usable_by(self, user) -> AgentQuerySet:
         """Agents of the organizations the user belongs to."""
@@ -51,8 +65,9 @@ class Agent(models.Model):
     mcp_servers = models.JSONField(
         default=list,
         blank=True,
-        help_text='MCP servers: [{"name": "files", "command": ["python", "server.py"]} '
-        'or {"name": "web", "url": "http://127.0.0.1:9000/mcp"}].',
+        validators=[validate_mcp_server_names],
+        help_text="Names of the MCP servers this agent uses, from those the operator declares "
+        "in the deployment configuration (DRIFTLESS_MCP_SERVERS).",
     )
     memory_token_budget = models.PositiveIntegerField(
         default=DEFAULT_MEMORY_TOKEN_BUDGET,
