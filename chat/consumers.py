@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
@@ -24,6 +23,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from chat.accounts import live_user, user_group
+from chat.errors import log_error, public_failure
 from chat.protocol import (
     TURN_IN_PROGRESS_MESSAGE,
     ClientFrame,
@@ -38,8 +38,6 @@ from chat.turn import NothingToRetry, TurnBusy, do_new_topic, do_retry_turn, do_
 from memory.events import session_group
 from memory.models import Session
 from memory.pipeline import request_exit_evaluation
-
-logger = logging.getLogger(__name__)
 
 # Turns mostly wait on the model, so more threads than cores is right; each one holds a
 # database connection while it works, which bounds this by the database's connections.
@@ -152,9 +150,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
         except NothingToRetry as err:
             await self._send_error("nothing_to_retry", str(err))
-        except Exception:
-            logger.exception("websocket request failed in session %s", self.session_id)
-            await self._send_error("internal_error", "the request failed; try again")
+        except Exception as err:
+            error_id = log_error(
+                "websocket request failed in session %s", self.session_id, exc_info=err
+            )
+            await self._send_error(
+                "internal_error", public_failure("the request failed; try again", error_id)
+            )
 
     async def account_changed(self, message: dict) -> None:
         """The account changed (chat/accounts.py): close if access has ended. A logout

@@ -26,6 +26,7 @@ from typing import Literal
 
 from django.core.cache import cache
 
+from chat.errors import log_error, public_failure
 from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory.context import ContextStack, assemble_context, render_window
@@ -165,10 +166,16 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
             )
             _converse(session=session, stack=stack, mcp=mcp, lock=lock, result=result)
     except LLMError as err:
-        _fail(session, result, failure="model", text=str(err))
-    except Exception:
-        logger.exception("turn %s of session %s failed", result.turn_id, session.pk)
-        _fail(session, result, failure="internal", text=INTERNAL_ERROR_TEXT)
+        # The user reads why, without the endpoint's address; the log has it all.
+        error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
+        _fail(session, result, failure="model", text=public_failure(str(err), error_id))
+    except Exception as err:
+        error_id = log_error(
+            "turn %s of session %s failed", result.turn_id, session.pk, exc_info=err
+        )
+        _fail(
+            session, result, failure="internal", text=public_failure(INTERNAL_ERROR_TEXT, error_id)
+        )
     return result
 
 

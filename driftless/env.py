@@ -7,8 +7,9 @@ stops start-up instead of silently running with a default.
 import json
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -65,26 +66,30 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def database_from_url(name: str, url: str) -> dict:
-    """Turn ``postgres://user:password@host:port/dbname`` into a DATABASES entry."""
-    parts = urlsplit(url)
-    if parts.scheme not in {"postgres", "postgresql"} or not parts.path.strip("/"):
-        raise ImproperlyConfigured(
-            f"{name}: expected postgres://user:password@host:port/dbname, got {url!r}"
-        )
+    """A DATABASES entry from ``postgres://user:password@host:port/dbname?options``, parsed
+    by dj-database-url: query options (``sslmode=require``, ``connect_timeout``, ...) reach
+    the driver's connection options. PostgreSQL (or a ``sqlite:///path``) only."""
+    refused = ImproperlyConfigured(
+        f"{name}: expected postgres://user:password@host:port/dbname, got {_redacted(url)!r}"
+    )
     try:
-        port = parts.port
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}: the port in {url!r} is not a number") from None
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parts.path.strip("/")),
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(port or ""),
-        "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
-    }
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except (ValueError, dj_database_url.UnknownSchemeError):
+        raise refused from None
+    if config.get("ENGINE") not in _DATABASE_ENGINES or not config.get("NAME"):
+        raise refused
+    return config
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+_DATABASE_ENGINES = {"django.db.backends.postgresql", "django.db.backends.sqlite3"}
 
 
 def check_redis_url(name: str, url: str) -> str:
