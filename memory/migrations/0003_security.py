@@ -34,7 +34,7 @@ def keep_only_names(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0001_initial"),
+        ("memory", "0002_search_portable_ids"),
     ]
 
     operations = [
