@@ -141,3 +141,15 @@ def test_owned_by_is_the_one_check_for_sessions_and_topics(scope, alice, bob, or
     organization.members.remove(alice)
     assert not Session.objects.owned_by(alice).exists()
     assert not Topic.objects.owned_by(alice).exists()
+
+
+def test_a_removed_member_finds_nothing_and_exports_nothing(scope, alice, organization, agent):
+    session, _ = scope
+    client = token_client(alice)
+    found = client.get("/agents-api/search", {"q": "hello"}).json()["results"]
+    assert found, "a member finds their own message"
+    assert client.get("/agents-api/memory/export", {"agent": agent.pk}).status_code == 200
+    organization.members.remove(alice)
+    assert client.get("/agents-api/search", {"q": "hello"}).json()["results"] == []
+    assert client.get("/agents-api/search", {"q": "Lyon"}).json()["results"] == []
+    assert client.get("/agents-api/memory/export", {"agent": agent.pk}).status_code == 404
