@@ -56,6 +56,14 @@ class TurnBusy(Exception):
         super().__init__(TURN_IN_PROGRESS_MESSAGE)
 
 
+class AccessEnded(Exception):
+    """The session's user lost access mid-turn (left the organization, was deactivated):
+    the model is not asked again."""
+
+    def __init__(self) -> None:
+        super().__init__("the turn stopped: you no longer have access to this session")
+
+
 class NothingToRetry(Exception):
     """The active topic has no unanswered user message to run the turn for."""
 
@@ -165,6 +173,8 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
                 session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
             )
             _converse(session=session, stack=stack, mcp=mcp, lock=lock, result=result)
+    except AccessEnded as err:
+        _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
         # The user reads why, without the endpoint's address; the log has it all.
         error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
@@ -206,6 +216,8 @@ def _converse(
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
     for round_number in range(MAX_TOOL_ROUNDS + 1):
+        if round_number and not session.still_reachable():
+            raise AccessEnded()
         lock.refresh(force=True)
         completion = _stream(model, messages, stack.tools, session, result.turn_id, lock)
         result.add_usage(completion.usage)

@@ -164,6 +164,11 @@ class Session(models.Model):
     def active_topic(self) -> Topic:
         return self.topics.get(is_active=True)
 
+    def still_reachable(self) -> bool:
+        """Whether its user may still reach it (``Session.objects.owned_by``), asked afresh:
+        for work that outlives the request that started it (a turn's rounds and tools)."""
+        return Session.objects.owned_by(self.user).filter(pk=self.pk).exists()
+
     def append_message(self, *, topic: Topic | None = None, **fields) -> Message:
         """Add a message at the end of the session, in the active topic by default.
 

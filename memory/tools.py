@@ -166,7 +166,7 @@ ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was
 
 def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[str, Any]:
     # Asked afresh for every call: a turn may outlive its user's membership.
-    if not Session.objects.owned_by(session.user).filter(pk=session.pk).exists():
+    if not session.still_reachable():
         return {"error": ACCESS_ENDED_ERROR}
     handler = _HANDLERS.get(call.name)
     if handler is None and not _other_has(other, call.name):

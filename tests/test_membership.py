@@ -10,6 +10,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from chat.turn import do_send_message
 from memory.facts import read_facts, set_fact
 from memory.llm import ToolCall
 from memory.models import Message, Session, Topic
@@ -153,3 +154,23 @@ def test_a_removed_member_finds_nothing_and_exports_nothing(scope, alice, organi
     assert client.get("/agents-api/search", {"q": "hello"}).json()["results"] == []
     assert client.get("/agents-api/search", {"q": "Lyon"}).json()["results"] == []
     assert client.get("/agents-api/memory/export", {"agent": agent.pk}).status_code == 404
+
+
+def test_a_turn_stops_asking_the_model_once_its_user_lost_access(
+    scope, alice, organization, agent, fake_openai
+):
+    """Removed after the interface's check, before the tool ran: the tool is refused and
+    the model is not asked again."""
+    session, _ = scope
+    fake_openai.reply_tool_calls(
+        [("important_info", {"operation": "$set", "key": "city", "value": "Paris"})]
+    )
+    fake_openai.reply_text("never asked")
+    organization.members.remove(alice)
+
+    result = do_send_message(session=session, content="remember Paris")
+
+    assert len(fake_openai.requests) == 1
+    assert json.loads(result.activity[1].content) == {"error": ACCESS_ENDED_ERROR}
+    assert result.reply is None and "no longer have access" in result.error.content
+    assert read_facts(user=alice, agent=agent) == {"city": "Lyon"}
