@@ -5,11 +5,13 @@ tool source (MCP): a built-in name always wins. Every result, success or error, 
 JSON string stored as a ``tool`` message in the active topic's thread, so the model
 reasons over what it just did and the summary of the topic covers it.
 
-A tool only ever reaches the caller's own scope: ``notes`` the topics of the same session,
-``manage_topic_memory`` the topics of the session's (agent, user, organization) scope (the
-memory blocks name them ``[#id]``), ``important_info`` the facts of that scope. A topic id
-outside that reach gets the same refusal as an id that does not exist, so nothing about
-it leaks. Bad
+A tool only ever reaches the caller's own scope, and only while the session's user may
+still reach it (``Session.objects.owned_by``: a member of its organization, active); a call
+after access ended is refused and changes nothing. ``notes`` reaches the topics of the
+same session, ``manage_topic_memory`` the topics of the session's (agent, user,
+organization) scope (the memory blocks name them ``[#id]``), ``important_info`` the facts
+of that scope. A topic id outside that reach gets the same refusal as an id that does not
+exist, so nothing about it leaks. Bad
 input (unknown tool, invalid JSON, a missing or wrong field) becomes an error result the
 model can read and correct; it never raises and never kills the turn.
 """
@@ -163,7 +165,13 @@ def dispatch_tool_calls(
     return messages
 
 
+ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was done"
+
+
 def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[str, Any]:
+    # Asked afresh for every call: a turn may outlive its user's membership.
+    if not session.still_reachable():
+        return {"error": ACCESS_ENDED_ERROR}
     handler = _HANDLERS.get(call.name)
     if handler is None and not _other_has(other, call.name):
         return {"error": f"unknown tool {call.name!r}"}
@@ -335,7 +343,8 @@ def _scope_topic(session: Session, topic_id: object) -> Topic:
     the same refusal whether the id exists or not."""
     topic_id = _topic_id(topic_id)
     topic = (
-        Topic.objects.in_scope(
+        Topic.objects.owned_by(session.user)
+        .in_scope(
             agent_id=session.agent_id,
             user_id=session.user_id,
             organization_id=session.organization_id,
