@@ -38,13 +38,10 @@ def do_delete_session(*, session: Session, deleted_by, via: str = Deletion.Via.U
         topics = Topic.objects.filter(session_id=session.pk)
         in_memory = Q(keep_in_memory=True) | Q(deprecated=True)
         counts = topics.aggregate(topics=Count("pk"), memory=Count("pk", filter=in_memory))
-        record = Deletion.objects.create(
+        record = _record(
+            session,
             kind=Deletion.Kind.SESSION,
             via=via,
-            session_ref=session.pk,
-            owner_id=session.user_id,
-            agent_id=session.agent_id,
-            organization_id=session.organization_id,
             deleted_by=deleted_by,
             topics=counts["topics"],
             messages=Message.objects.filter(session_id=session.pk).count(),
@@ -67,15 +64,12 @@ def do_delete_topic(*, topic: Topic, deleted_by, via: str = Deletion.Via.USER) -
         topic = Topic.objects.select_for_update().get(pk=topic.pk)
         check_topic_deletion(topic=topic)
         in_memory = topic.keep_in_memory or topic.deprecated
-        record = Deletion.objects.create(
+        record = _record(
+            session,
             kind=Deletion.Kind.TOPIC,
             via=via,
-            session_ref=session.pk,
-            topic_ref=topic.pk,
-            owner_id=session.user_id,
-            agent_id=session.agent_id,
-            organization_id=session.organization_id,
             deleted_by=deleted_by,
+            topic_ref=topic.pk,
             topics=1,
             messages=topic.messages.count(),
             memory_topics=int(in_memory),
@@ -87,6 +81,17 @@ def do_delete_topic(*, topic: Topic, deleted_by, via: str = Deletion.Via.USER) -
         if in_memory:
             invalidate_persistent_memory(session.memory_scope_key)
     return record
+
+
+def _record(session: Session, **fields) -> Deletion:
+    """The audit row: the session's scope and the counts, never its content."""
+    return Deletion.objects.create(
+        session_ref=session.pk,
+        owner_id=session.user_id,
+        agent_id=session.agent_id,
+        organization_id=session.organization_id,
+        **fields,
+    )
 
 
 def _forget_titles(topics) -> None:

@@ -13,20 +13,6 @@ from tests.memory_builders import add_messages, add_topic
 
 
 @pytest.fixture
-def as_alice(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def as_bob(bob):
-    client = Client()
-    client.force_login(bob)
-    return client
-
-
-@pytest.fixture
 def doomed(alice, agent):
     """A session of alice's holding a promoted topic (with notes and a curation trail)."""
     doomed = Session.objects.start(user=alice, agent=agent)

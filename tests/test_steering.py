@@ -8,7 +8,6 @@ import threading
 
 import pytest
 from django.db import connection, transaction
-from django.test import Client
 
 from memory.constants import EMPTY_TOPIC_ERROR
 from memory.context import assemble_context
@@ -20,20 +19,6 @@ from memory.tools import dispatch_tool_calls
 from memory.topics import do_start_user_topic
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 from tests.memory_builders import add_tool_round
-
-
-@pytest.fixture
-def as_alice(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def as_bob(bob):
-    client = Client()
-    client.force_login(bob)
-    return client
 
 
 @pytest.fixture
