@@ -36,7 +36,7 @@ from memory.constants import (
 )
 from memory.events import publish_on_commit, topic_payload
 from memory.models import MemoryDecision, MemoryState, Message, Topic
-from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
+from memory.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
 
 AgentAction = Literal["promote", "demote", "deprecate"]
 
@@ -189,7 +189,7 @@ def _prepare_entry(*, topic: Topic, state: MemoryState) -> None:
         return
     topic = Topic.objects.get(pk=topic.pk)  # the caller's copy may be stale
     _check_not_empty(topic)
-    if _needs_summary(topic, state):
+    if _needs_summary(topic, state) and not topic.edit_stands:  # a summary would not apply
         from memory.summarize import do_summarize_topic  # summarize imports this module
 
         do_summarize_topic(topic_id=topic.pk)
@@ -200,8 +200,11 @@ def _check_entry(*, topic: Topic, state: MemoryState) -> None:
     if state == MemoryState.NONE:
         return
     _check_not_empty(topic)
-    if not topic.title.strip():
-        raise CurationRefused("this topic has no title yet and none could be made; try again.")
+    if topic.title.strip() in ("", UNTITLED):
+        raise CurationRefused(
+            "this topic has no title yet and none could be made from it: give it a title "
+            "(Edit), then try again."
+        )
 
 
 def _check_not_empty(topic: Topic) -> None:

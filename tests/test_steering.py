@@ -309,3 +309,20 @@ def test_the_topics_own_messages_are_untouched_by_an_edit(session, as_alice):
     before = list(Message.objects.filter(topic=topic).values_list("pk", "content"))
     patch(as_alice, f"/agents-api/topics/{topic.pk}", {"title": "Garden"})
     assert list(Message.objects.filter(topic=topic).values_list("pk", "content")) == before
+
+
+def test_a_topic_nothing_can_be_titled_from_is_refused_until_the_user_names_it(
+    session, alice, as_alice
+):
+    say(session, "assistant", "Welcome back!")  # no user words to make a title from
+    topic = session.active_topic()
+    url = f"/agents-api/topics/{topic.pk}/memory"
+    body = json.dumps({"state": "promoted"})
+
+    refused = as_alice.put(url, data=body, content_type="application/json")
+
+    assert refused.status_code == 400 and "give it a title" in refused.json()["detail"]
+    assert refreshed(topic).memory_state == MemoryState.NONE
+    patch(as_alice, f"/agents-api/topics/{topic.pk}", {"title": "Greeting"})
+    accepted = as_alice.put(url, data=body, content_type="application/json")
+    assert accepted.status_code == 200 and accepted.json()["title"] == "Greeting"
