@@ -149,7 +149,7 @@
       const box = el(
         "div",
         { class: "topic-confirm", role: "group", "aria-label": "Delete “" + title(id) + "”?" },
-        el("p", { text: "Delete “" + title(id) + "” permanently? Its messages and notes go too, and it leaves memory. This cannot be undone." }),
+        el("p", { text: "Delete “" + title(id) + "” permanently? Its messages and notes go too" + (topics.get(id).memory_state === "none" ? "" : ", and it leaves memory") + ". This cannot be undone." }),
         el("div", { class: "form-row" }, el("button", { type: "button", class: "btn btn-small", onclick: restore }, "Keep"), remove)
       );
       row.actions.hidden = true;
@@ -207,7 +207,7 @@
       row.open.setAttribute("aria-label", (topic.is_active ? "Active topic: " : "Topic: ") + name);
       row.summary.textContent = topic.summary || "";
       row.summary.hidden = !topic.summary;
-      row.expand.setAttribute("aria-label", "More about " + name + ": summary, edit" + (topic.is_active ? "" : ", delete"));
+      row.expand.setAttribute("aria-label", "More about " + name); // the summary, Edit and Delete
       row.edit.setAttribute("aria-label", "Edit “" + name + "”");
       row.remove.setAttribute("aria-label", "Delete “" + name + "”");
       row.remove.hidden = topic.is_active; // the active topic stays: a session always has one
