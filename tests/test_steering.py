@@ -108,7 +108,8 @@ def test_the_agents_promotion_of_an_unsummarized_topic_never_shows_untitled(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_summary_call_of_a_promotion_holds_no_row_lock(fake_openai, session, alice):
+@pytest.mark.parametrize("who", ["user", "agent"])
+def test_the_summary_call_of_a_promotion_holds_no_row_lock(fake_openai, session, alice, who):
     """While the model is thinking, another transaction can lock the topic at once."""
     converse(session, SUBJECT_A)
     topic = session.active_topic()
@@ -117,7 +118,10 @@ def test_the_summary_call_of_a_promotion_holds_no_row_lock(fake_openai, session,
 
     def promote():
         try:
-            do_user_curation(topic=topic, state=MemoryState.PROMOTED, user=alice)
+            if who == "user":
+                do_user_curation(topic=topic, state=MemoryState.PROMOTED, user=alice)
+            else:  # through the tool dispatcher, as a turn runs it
+                assert agent_call(session, "manage_topic_memory", {"action": "promote"})["ok"]
         except Exception as err:  # reported below
             errors.append(err)
         finally:
