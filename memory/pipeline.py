@@ -52,6 +52,7 @@ from memory.drift import (
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Topic
 from memory.summarize import (
+    STALE_ATTEMPTS,
     PreparedSummary,
     apply_summary,
     confirm_summary,
@@ -205,9 +206,10 @@ def _evaluation_lock(session_id: int) -> Iterator[bool]:
 
 
 def _lock_seconds() -> int:
-    """Long enough for a detector call and a summary call, each with its retries."""
+    """Long enough for a detector call and the summary calls (prepared again at most
+    ``STALE_ATTEMPTS`` times when the topic changes meanwhile), each with its retries."""
     attempts = settings.LLM_MAX_RETRIES + 1
-    return int(2 * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
+    return int((1 + STALE_ATTEMPTS) * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
 
 
 def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:

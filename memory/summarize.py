@@ -294,16 +294,15 @@ def generate_summary(
     if topic is not None:
         previous = previous_summary(topic, before_seq=before_seq)
     through = messages[-1].seq if messages else 0
-    if previous is not None and settings.SUMMARY_INCREMENTAL:
+    call = None
+    if previous is None or not settings.SUMMARY_INCREMENTAL:
+        call = summary_input(messages=messages, notes=notes)
+    if previous is not None and (call is None or call.omitted):
+        # Build on the previous summary (always, or when the whole history is too long).
         new = [m for m in messages if m.seq > topic.summarized_through_seq]
         if not new:
             return _kept(topic, "nothing new since the last summary", through)
         call = summary_input(messages=new, notes=notes, previous=previous)
-    else:
-        call = summary_input(messages=messages, notes=notes)
-        if previous is not None and call.omitted:  # too long: build on the summary after all
-            new = [m for m in messages if m.seq > topic.summarized_through_seq]
-            call = summary_input(messages=new, notes=notes, previous=previous)
     logger.info(
         "summary call (%s): %s messages sent, %s left out, ~%s tokens",
         call.mode,
