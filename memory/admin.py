@@ -6,11 +6,13 @@ summary covers, audit rows) is read-only here. A session's active topic cannot b
 persistent-memory cache of its scope.
 """
 
+import json
+
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as delete_selected_action
 from django.contrib.admin.utils import unquote
 from django.db.models import Count
-from django.http import HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from memory.models import (
@@ -24,6 +26,7 @@ from memory.models import (
     Topic,
 )
 from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
+from memory.portability import export_memory
 from memory.thread import usage_totals
 
 
@@ -72,8 +75,27 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
+@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+def export_scope_memory(modeladmin, request, queryset):
+    scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
+    if len(scopes) != 1:
+        modeladmin.message_user(
+            request, "Select sessions of one user and agent: one scope a file.", messages.ERROR
+        )
+        return None
+    [(user, agent)] = scopes
+    document = export_memory(user=user, agent=agent, include_sessions=True)
+    response = HttpResponse(
+        json.dumps(document, ensure_ascii=False, indent=2), content_type="application/json"
+    )
+    filename = f"driftless-memory-{agent.pk}-{user.pk}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    actions = [export_scope_memory]
     list_display = [
         "__str__",
         "user",
