@@ -173,18 +173,20 @@ class MemoryMachine(RuleBasedStateMachine):
         pick=st.integers(0, 20),
         state=st.sampled_from(list(MemoryState)),
         actor=st.sampled_from(["user", "agent"]),
+        answer=ANSWERS,
     )
-    def curate(self, index, pick, state, actor):
+    def curate(self, index, pick, state, actor, answer):
         topics = list(self.session(index).topics.order_by("pk"))
         topic = topics[pick % len(topics)]
-        if actor == "user":
-            do_user_curation(topic=topic, state=state, user=self.user)
-            return
         action = {"none": "demote", "promoted": "promote", "deprecated": "deprecate"}[state]
-        try:
-            do_agent_curation(topic=topic, action=action)
-        except CurationRefused:
-            pass  # the user's position wins; nothing changes
+        with self.model(answer):  # promoting an unsummarized topic may summarize it first
+            try:
+                if actor == "user":
+                    do_user_curation(topic=topic, state=state, user=self.user)
+                else:
+                    do_agent_curation(topic=topic, action=action)
+            except CurationRefused:
+                pass  # a guard (the user's position, an empty topic): nothing changes
 
     # --- invariants (one check, few queries: it runs after every step) ----------------
 
