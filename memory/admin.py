@@ -1,11 +1,12 @@
 """Django admin for operators: inspect everything, change little.
 
-What only the system writes (sequence numbers, token usage, manual-set flags, audit
-rows) is read-only here. Deleting a session or a topic goes through memory/deletion.py,
-as the user's own deletion does: its topics leave memory and a ``Deletion`` audit row
-(without the content) remains. An operator's edit of a topic's title or summary is a
-correction like the user's (memory/curation.py): audited, and kept by later summaries of
-the same messages.
+What only the system writes (sequence numbers, token usage, manual-set flags, what a
+summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
+(every store of the session needs it). Deleting a session or a topic goes through
+memory/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
+cache is invalidated) and a ``Deletion`` audit row (without the content) remains. An
+operator's edit of a topic's title or summary is a correction like the user's
+(memory/curation.py): audited, and kept by later summaries of the same messages.
 """
 
 import json
@@ -13,11 +14,12 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as delete_selected_action
+from django.contrib.admin.utils import unquote
 from django.db.models import Count
-from django.http import HttpResponse
-from django.shortcuts import redirect
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
-from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.curation import CurationRefused, do_user_edit_topic
 from memory.deletion import do_delete_session, do_delete_topic
 from memory.models import (
@@ -236,16 +238,41 @@ class TopicAdmin(admin.ModelAdmin):
         "forked_from",
         "evaluated_through_seq",
         "summarized_at",
+        "summary_is_fallback",
+        "summarized_through_seq",
         "summary_manually_set",
-        "summary_set_through_seq",
         "agent_promoted_through_seq",
         "created_at",
         "closed_at",
     ]
     inlines = [MessageInline, NotesInline, MemoryDecisionInline]
+    actions = ["delete_selected"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(message_total=Count("messages"))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # No Delete link on the active topic (delete_view explains why). Not through
+        # has_delete_permission: deleting its whole session must stay possible.
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            self.message_user(request, active_topic_refusal([topic]), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:memory_topic_change", args=[topic.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
+    @admin.action(permissions=["delete"], description="Delete selected topics")
+    def delete_selected(self, request, queryset):
+        active = list(queryset.filter(is_active=True))
+        if active:
+            self.message_user(request, active_topic_refusal(active), messages.ERROR)
+            return None  # back to the list, nothing deleted
+        return delete_selected_action(self, request, queryset)
 
     def save_model(self, request, obj, form, change):
         if not (change and {"title", "summary"} & set(form.changed_data)):
@@ -256,26 +283,11 @@ class TopicAdmin(admin.ModelAdmin):
         except CurationRefused as refused:
             self.message_user(request, f"Not saved: {refused}", messages.ERROR)
 
-    def delete_view(self, request, object_id, extra_context=None):
-        topic = self.get_object(request, object_id)
-        if topic is not None and topic.is_active:
-            # A session always has its active topic: delete the session instead.
-            self.message_user(request, ACTIVE_TOPIC_DELETE_ERROR, messages.ERROR)
-            return redirect("admin:memory_topic_change", topic.pk)
-        return super().delete_view(request, object_id, extra_context)
-
     def delete_model(self, request, obj):
         do_delete_topic(topic=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
     def delete_queryset(self, request, queryset):
-        active = queryset.filter(is_active=True).count()
-        if active:
-            self.message_user(
-                request,
-                f"{active} active topic(s) kept: delete their session instead.",
-                messages.WARNING,
-            )
-        for topic in queryset.filter(is_active=False):
+        for topic in queryset:  # delete_selected has refused any active topic already
             self.delete_model(request, topic)
 
     @admin.display(description="memory")
@@ -285,6 +297,14 @@ class TopicAdmin(admin.ModelAdmin):
     @admin.display(description="messages", ordering="message_total")
     def message_total(self, topic):
         return topic.message_total
+
+
+def active_topic_refusal(topics) -> str:
+    names = ", ".join(f"“{topic}” (session {topic.session_id})" for topic in topics)
+    return (
+        f"Not deleted: {names} is the active topic of its session, which needs one to "
+        "store messages. Start a new topic in that session first, or delete the session."
+    )
 
 
 @admin.register(Message)

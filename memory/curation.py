@@ -153,10 +153,19 @@ def do_user_edit_topic(
         if (new_title, new_summary) == (topic.title, topic.summary):
             return None
         topic.title, topic.summary = new_title, new_summary
+        # The user's text is now the summary of everything so far: the next refresh
+        # builds on it and sends only what comes after (memory/summarize.py).
         topic.summary_manually_set = True
-        topic.summary_set_through_seq = topic.last_seq()
+        topic.summary_is_fallback = False
+        topic.summarized_through_seq = topic.last_seq()
         topic.save(
-            update_fields=["title", "summary", "summary_manually_set", "summary_set_through_seq"]
+            update_fields=[
+                "title",
+                "summary",
+                "summary_manually_set",
+                "summary_is_fallback",
+                "summarized_through_seq",
+            ]
         )
         invalidate_topic_memory(topic=topic)
         publish_on_commit(topic.session_id, _updated(topic))

@@ -249,13 +249,20 @@ class Topic(models.Model):
         default=0, help_text="Sequence number of the last message the pipeline evaluated."
     )
     summarized_at = models.DateTimeField(null=True, blank=True)
+    summary_is_fallback = models.BooleanField(
+        default=False,
+        help_text="The summary was built from the first user message because the model failed.",
+    )
+    summarized_through_seq = models.PositiveIntegerField(
+        default=0,
+        help_text="Sequence number of the last message the current summary covers "
+        "(the next refresh sends only what came after it).",
+    )
     summary_manually_set = models.BooleanField(
         default=False,
-        help_text="The title and summary are the user's own edit: a summary of the same "
-        "messages never overwrites them.",
-    )
-    summary_set_through_seq = models.PositiveIntegerField(
-        default=0, help_text="Sequence number of the topic's last message when the user edited."
+        help_text="The title and summary are the user's own edit (covering the messages "
+        "through summarized_through_seq): a summary of the same messages never overwrites "
+        "them.",
     )
     agent_promoted_through_seq = models.PositiveIntegerField(
         null=True,
@@ -314,9 +321,7 @@ class Topic(models.Model):
     @property
     def edit_stands(self) -> bool:
         """The user's edit is the topic's text until the topic receives a new message."""
-        return self.summary_manually_set and not self.has_message_after(
-            self.summary_set_through_seq
-        )
+        return self.summary_manually_set and not self.has_message_after(self.summarized_through_seq)
 
 
 class MessageQuerySet(models.QuerySet):

@@ -336,7 +336,7 @@ def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:
             counts["topics_updated"] += 1
         if topic.summary_manually_set:
             # The correction covers the topic's messages as imported (memory/curation.py).
-            Topic.objects.filter(pk=topic.pk).update(summary_set_through_seq=topic.last_seq())
+            Topic.objects.filter(pk=topic.pk).update(summarized_through_seq=topic.last_seq())
     if not session.topics.filter(is_active=True).exists():
         # Every session has one active topic; a memory-only session gets an empty one.
         Topic.objects.create(session=session, origin=Topic.Origin.USER)

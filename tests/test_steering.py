@@ -234,27 +234,32 @@ def test_the_user_edits_a_topic_and_every_other_session_sees_it_at_once(
     assert (edit.actor, edit.user.username, edit.topic_title) == ("user", "alice", "DB choice")
 
 
+@pytest.mark.parametrize("incremental", [True, False])
 def test_an_edited_summary_survives_a_refresh_with_no_new_message_and_seeds_the_next(
-    fake_openai, session, as_alice
+    fake_openai, settings, session, as_alice, incremental
 ):
+    settings.SUMMARY_INCREMENTAL = incremental
     converse(session, SUBJECT_A)
     topic = session.active_topic()
     fake_openai.reply_json(summary_answer(summary="Balcony veg: tomatoes."))
     do_summarize_topic(topic_id=topic.pk)
     patch(as_alice, f"/agents-api/topics/{topic.pk}", {"summary": "Balcony veg: NO tomatoes."})
 
-    # A refresh of the same messages (a new topic summarizes the prior one) keeps the edit.
-    fake_openai.reply_json(summary_answer(summary="Balcony veg: tomatoes again."))
+    # A refresh of the same messages keeps the edit, in either policy, without a call: the
+    # user's text covers every message so far.
     do_summarize_topic(topic_id=topic.pk, reason="refresh")
     assert refreshed(topic).summary == "Balcony veg: NO tomatoes."
     assert topic.summary_manually_set
+    assert len(fake_openai.requests) == 1
 
     # A new message: the next summary is made from the user's text and replaces it.
     say(session, "user", "Add basil too.")
     fake_openai.reply_json(summary_answer(summary="Balcony veg: no tomatoes, basil."))
     do_summarize_topic(topic_id=topic.pk, reason="refresh")
     request = fake_openai.requests[-1]
-    assert "Balcony veg: NO tomatoes." in request["messages"][1]["content"]
+    sent = request["messages"][1]["content"]
+    assert "Balcony veg: NO tomatoes." in sent and "Add basil too." in sent
+    assert "tomato pots" not in sent  # only what is new comes with the user's text
     assert refreshed(topic).summary == "Balcony veg: no tomatoes, basil."
     assert not topic.summary_manually_set
 
