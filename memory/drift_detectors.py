@@ -40,17 +40,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from memory.textstats import (
+from memory.dialogue_cues import (
     announces_return,
     announces_switch,
-    bag,
-    content_terms,
-    cosine,
     opens_as_follow_up,
     opens_with_reference,
-    topic_bag,
-    words,
 )
+from memory.textstats import bag, content_terms, cosine, topic_bag, words
 
 #: The old topic keeps at least this many messages after a fork: the contract needs
 #: one, and a one-message topic is not worth its own summary.

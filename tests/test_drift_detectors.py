@@ -20,7 +20,7 @@ from memory.drift_detectors import (
     has_real_roles,
     reply_reliability,
 )
-from memory.textstats import (
+from memory.dialogue_cues import (
     announces_return,
     announces_switch,
     opens_as_follow_up,
