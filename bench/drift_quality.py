@@ -128,13 +128,29 @@ def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
 # --------------------------------------------------------------------------- #
 
 
+def checkpoints(n_turns: int, interval: int, *, exit_check: bool = True) -> list[int]:
+    """After which turn the fork loop runs: every ``interval``-th turn (the heartbeat),
+    and with ``exit_check`` after the last turn too (the user leaves the page)."""
+    points = list(range(interval, n_turns + 1, interval))
+    if exit_check and n_turns and (not points or points[-1] != n_turns):
+        points.append(n_turns)
+    return points
+
+
 def simulate(
-    turns: Sequence[Turn], detector: DriftDetector, *, interval: int, scan_back: int
+    turns: Sequence[Turn],
+    detector: DriftDetector,
+    *,
+    interval: int,
+    scan_back: int,
+    exit_check: bool = True,
 ) -> list[int]:
     """Boundaries (global turn indexes) that the fork loop produces for one dialogue.
 
     Turns arrive one at a time into the active topic. After every ``interval``-th
-    turn of the dialogue the detector sees the active topic's whole thread; on
+    turn of the dialogue, and after its last turn (the exit evaluation when the user
+    leaves; ``exit_check=False`` leaves it out), the detector sees the active topic's
+    whole thread; on
     drift the turns from its ``start`` on become the new active topic, which is
     judged again at once (as memory/pipeline.py does), so one check may fork more
     than once; every fork stays inside the check's scan-back window. A start
@@ -142,7 +158,7 @@ def simulate(
     """
     boundaries: list[int] = []
     topic_start = 0
-    for seen in range(interval, len(turns) + 1, interval):
+    for seen in checkpoints(len(turns), interval, exit_check=exit_check):
         window_start = seen - scan_back
         while True:
             active = turns[topic_start:seen]
@@ -388,7 +404,7 @@ def exchange_examples(
     for dialogue in dialogues:
         opening = set(dialogue.boundaries)
         topic_start = 0
-        for seen in range(interval, len(dialogue.turns) + 1, interval):
+        for seen in checkpoints(len(dialogue.turns), interval):
             active = dialogue.turns[topic_start:seen]
             candidates = candidate_starts(len(active), scan_back)
             for index, cues in exchange_cues(active, candidates).items():

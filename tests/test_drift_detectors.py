@@ -10,6 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from memory.dialogue_cues import (
+    announces_return,
+    announces_switch,
+    opens_as_follow_up,
+    opens_with_reference,
+)
 from memory.drift_detectors import (
     DriftVerdict,
     LexicalDetector,
@@ -19,12 +25,6 @@ from memory.drift_detectors import (
     get_detector,
     has_real_roles,
     reply_reliability,
-)
-from memory.dialogue_cues import (
-    announces_return,
-    announces_switch,
-    opens_as_follow_up,
-    opens_with_reference,
 )
 
 _BENCH = Path(__file__).resolve().parent.parent / "bench" / "drift_quality.py"
@@ -346,7 +346,7 @@ def test_assistant_turns_never_open_a_subject_when_roles_are_real() -> None:
     detector = get_detector("lexical")
     assert not detector.detect(turns, scan_back=10).drifted
     people = [Turn("user", turn.text) for turn in turns]
-    assert detector.detect(people, scan_back=10) == DriftVerdict(True, 7, ANY_REASON)
+    assert detector.margins(people, range(2, 8))[7] > 0
     for end in range(1, len(HERBS + LISBON) + 1):
         verdict = detector.detect((HERBS + LISBON)[:end], scan_back=10)
         assert not verdict.drifted or (HERBS + LISBON)[verdict.start].role == "user"
@@ -434,7 +434,7 @@ def test_f1_pools_boundaries_over_dialogues() -> None:
     assert f1 == pytest.approx(4 / 7)
 
 
-def test_simulate_forks_once_per_check_and_records_global_positions() -> None:
+def test_simulate_forks_as_often_as_the_window_holds_subjects_and_records_global_positions() -> None:
     class Scripted:
         """Drifts at relative start 3 of every topic at least 5 turns long."""
 
@@ -446,9 +446,12 @@ def test_simulate_forks_once_per_check_and_records_global_positions() -> None:
             return DriftVerdict(False, None, "scripted")
 
     turns = [Turn("user", str(i)) for i in range(20)]
-    # Checks after turns 5, 10, 15, 20: topic [0,5) forks at 3; [3,10) at 6; [6,15) at 9;
-    # [9,20) at 12.
-    assert drift_quality.simulate(turns, Scripted(), interval=5, scan_back=10) == [3, 6, 9, 12]
+    # Checks after turns 5, 10, 15, 20, each judging the new topic again after a fork:
+    # [0,5) forks at 3; [3,10) at 6; [6,15) at 9, then [9,15) at 12; [12,20) at 15, then
+    # [15,20) at 18.
+    expected = [3, 6, 9, 12, 15, 18]
+    assert drift_quality.simulate(turns, Scripted(), interval=5, scan_back=10) == expected
+    # One fork per check at most would have stopped at 3, 6, 9, 12.
     # Every turn: forks whenever the topic reaches 5 turns, i.e. every 3 turns.
     expected = [3, 6, 9, 12, 15, 18]
     assert drift_quality.simulate(turns, Scripted(), interval=1, scan_back=10) == expected
