@@ -42,7 +42,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -121,6 +121,22 @@ def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
                     )
                 )
     return dialogues
+
+
+#: What the embedded default's offline model (memory/llm.py) answers from its second
+#: reply on: the same line under every question, none of the user's words.
+OFFLINE_REPLY = (
+    "Offline mode: no language model is configured, so I cannot answer that. "
+    "Memory commands work offline: /remember, /forget, /note."
+)
+
+
+def with_offline_replies(dialogue: Dialogue) -> Dialogue:
+    """The dialogue as the embedded default would hold it: every reply the offline line."""
+    turns = [
+        t if t.role != "assistant" else Turn("assistant", OFFLINE_REPLY) for t in dialogue.turns
+    ]
+    return replace(dialogue, turns=turns)
 
 
 # --------------------------------------------------------------------------- #
@@ -469,6 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scan-back", type=int, default=10)
     parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")
     parser.add_argument(
+        "--replies",
+        choices=("as-is", "offline"),
+        default="as-is",
+        help="keep the assistant's replies, or replace each by the offline model's line",
+    )
+    parser.add_argument(
         "--roles",
         choices=("auto", "labelled", "people"),
         default="auto",
@@ -489,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     dialogues = load_dialogues(args.data, roles=args.roles)
+    if args.replies == "offline":
+        dialogues = [with_offline_replies(d) for d in dialogues]
     predictions, scores, seconds = run(
         dialogues, detector, interval=args.interval, scan_back=args.scan_back
     )
@@ -497,7 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"{args.data}: {len(dialogues)} dialogues ({scores.coherent} with one subject), "
-        f"interval {args.interval}, scan-back {args.scan_back}, roles {args.roles}"
+        f"interval {args.interval}, scan-back {args.scan_back}, roles {args.roles}, "
+        f"replies {args.replies}"
     )
     print(f"{'detector':<12} {'Pk':>6} {'WinDiff':>7} {'F1':>6} {'ff/coh':>6} {'seconds':>8}")
     for name, s, took in ((detector.name, scores, seconds), ("baseline", base, base_seconds)):
@@ -521,6 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "data": args.data,
         "detector": detector.name,
         "interval": args.interval,
+        "replies": args.replies,
         "pk": round(scores.pk, 4),
         "wd": round(scores.wd, 4),
         "f1": round(scores.f1, 4),

@@ -147,19 +147,19 @@ def subject_cues(texts: Sequence[str], indexes: Iterable[int]) -> dict[int, dict
 #: Logistic-regression weights of the cues, fitted on tiage-train.jsonl with
 #: ``python bench/drift_quality.py --fit /work/shared/data/drift/tiage-train.jsonl``.
 LEXICAL_WEIGHTS: dict[str, float] = {
-    "bias": -3.5843,
-    "novelty": 0.81,
-    "question_novelty": 1.1177,
-    "asks": 0.5515,
-    "opens_with_question_word": 0.6396,
-    "question_refers_back": -1.0002,
-    "bounces_back": -0.4255,
-    "answers_question": -0.9821,
-    "previous_length": 0.4314,
-    "length": 0.4595,
-    "repeats_recurring_term": -0.5255,
-    "similarity_previous": -1.9384,
-    "similarity_context": 0.2849,
+    "bias": -3.6267,
+    "novelty": 0.8242,
+    "question_novelty": 1.1256,
+    "asks": 0.5605,
+    "opens_with_question_word": 0.6528,
+    "question_refers_back": -1.0226,
+    "bounces_back": -0.4241,
+    "answers_question": -0.9865,
+    "previous_length": 0.4558,
+    "length": 0.4705,
+    "repeats_recurring_term": -0.4683,
+    "similarity_previous": -2.0281,
+    "similarity_context": 0.1943,
 }
 
 #: The per-turn cues' probability of a new subject at which they alone would fork.
@@ -239,16 +239,11 @@ def boilerplate_terms(turns: Sequence[Turn]) -> frozenset[str]:
 
 
 def substantive_turns(turns: Sequence[Turn]) -> list[int]:
-    """Indexes of the turns that say something about a subject: every user turn, and
-    the assistant's replies that hold more than boilerplate."""
-    boilerplate = boilerplate_terms(turns)
-    if not boilerplate:
+    """Indexes of the turns that say something about a subject: every turn, unless the
+    assistant's replies are templated (:func:`boilerplate_terms`); then the user's only."""
+    if not boilerplate_terms(turns):
         return list(range(len(turns)))
-    return [
-        index
-        for index, turn in enumerate(turns)
-        if turn.role != "assistant" or set(topic_terms(turn.text)) - boilerplate
-    ]
+    return [index for index, turn in enumerate(turns) if turn.role != "assistant"]
 
 
 def exchange_end(turns: Sequence[Turn], start: int) -> tuple[int, bool]:
@@ -341,23 +336,23 @@ def _without(counts: Counter[str], terms: frozenset[str]) -> Counter[str]:
 #: dialogues (tune half, six languages) with ``python bench/drift_quality.py --fit-exchange
 #: bench/data/product-tune.jsonl`` (ridge 1).
 EXCHANGE_WEIGHTS: dict[str, float] = {
-    "bias": -6.898,
-    "turn_score": 1.435,
-    "announces_switch": 4.034,
-    "announces_return": 3.134,
-    "follows_up": -0.639,
-    "refers_back": -0.915,
-    "similarity_before": -0.703,
-    "similarity_after": -1.335,
-    "reuses_reply": -0.636,
-    "user_similarity_before": 0.818,
-    "user_similarity_after": -0.097,
+    "bias": -6.96,
+    "turn_score": 1.331,
+    "announces_switch": 3.916,
+    "announces_return": 3.06,
+    "follows_up": -0.612,
+    "refers_back": -0.876,
+    "similarity_before": -0.714,
+    "similarity_after": -1.255,
+    "reuses_reply": -0.725,
+    "user_similarity_before": 0.771,
+    "user_similarity_after": -0.142,
 }
 
 #: The exchange cues' probability of a new subject at which they alone would fork.
 #: On product-tune (six languages) the sweep of ``--fit-exchange`` gives its best Pk at
-#: a ten-message cadence from 0.15 (0.054, no false fork; 36 of 40 switches found within
-#: two turns); 0.1 finds one more and forks falsely, 0.2 finds four fewer.
+#: a ten-message cadence at 0.15 (0.040, no false fork; 36 of 40 switches found within
+#: two turns); from 0.35 on, Pk at one message is better but switches are found later.
 EXCHANGE_THRESHOLD = 0.15
 
 

@@ -178,18 +178,14 @@ class LexicalDetector:
         self, turns: Sequence[Turn], candidates: Iterable[int], *, user_led: bool
     ) -> dict[int, float]:
         texts = [turn.text for turn in turns]
+        if user_led:
+            return user_margins(texts, candidates)
         if not has_real_roles(turns):
             cut = logit(self.threshold)
-            margins = {
+            return {
                 index: linear(self.weights, cues) - cut
                 for index, cues in subject_cues(texts, candidates).items()
-                if not user_led or turns[index].role == "user"
             }
-            if user_led:  # a user's announced switch stands without a reply to weigh
-                for index in margins:
-                    if announces_switch(texts[index]) or announces_return(texts[index]):
-                        margins[index] = max(margins[index], ANNOUNCED_MARGIN)
-            return margins
         reliability = reply_reliability(turns)
         young_topics_wait = reliability >= YOUNG_TOPIC_RELIABILITY
         turn_cut, exchange_cut = logit(self.threshold), logit(self.exchange_threshold)
@@ -239,6 +235,24 @@ class LexicalDetector:
         return DriftVerdict(
             True, start, f"lexical shift at turn {start} (score {logistic(margin):.2f})"
         )
+
+
+def user_margins(texts: Sequence[str], candidates: Iterable[int]) -> dict[int, float]:
+    """Fork margins of the user's turns alone, when the replies said nothing about a
+    subject (the offline model's line under every question).
+
+    Only a turn that announces a switch or a return forks. The user's questions alone
+    cannot tell a follow-up from a new subject: on product-tune with offline replies,
+    forking on turns that share no word with the topic before found every unannounced
+    switch but forked 1.6 to 2.5 times per single-subject dialogue; announcements alone
+    find 22 of 40 switches with no false fork.
+    """
+    return {
+        index: ANNOUNCED_MARGIN
+        if announces_switch(texts[index]) or announces_return(texts[index])
+        else UNANSWERED_MARGIN
+        for index in candidates
+    }
 
 
 def _best(margins: dict[int, float], candidates: range) -> int | None:
