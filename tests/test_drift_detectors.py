@@ -434,7 +434,7 @@ def test_f1_pools_boundaries_over_dialogues() -> None:
     assert f1 == pytest.approx(4 / 7)
 
 
-def test_simulate_forks_as_often_as_the_window_holds_subjects_and_records_global_positions() -> None:
+def test_simulate_forks_as_often_as_the_window_holds_subjects_at_global_positions() -> None:
     class Scripted:
         """Drifts at relative start 3 of every topic at least 5 turns long."""
 
