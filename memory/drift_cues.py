@@ -332,8 +332,9 @@ def _without(counts: Counter[str], terms: frozenset[str]) -> Counter[str]:
     return Counter({t: c for t, c in counts.items() if t not in terms}) if terms else counts
 
 
-#: Logistic-regression weights of the exchange cues, fitted on the product-like
-#: dialogues (tune half, six languages) with ``python bench/drift_quality.py --fit-exchange
+#: Logistic-regression weights of the exchange cues, fitted on the product-like dialogues
+#: (the tune half, six languages, before its four added single-subject dialogues; see
+#: bench/data/README.md) with ``python bench/drift_quality.py --fit-exchange
 #: bench/data/product-tune.jsonl`` (ridge 1).
 EXCHANGE_WEIGHTS: dict[str, float] = {
     "bias": -6.96,
@@ -350,9 +351,10 @@ EXCHANGE_WEIGHTS: dict[str, float] = {
 }
 
 #: The exchange cues' probability of a new subject at which they alone would fork.
-#: On product-tune (six languages) the sweep of ``--fit-exchange`` gives its best Pk at
-#: a ten-message cadence at 0.15 (0.040, no false fork; 36 of 40 switches found within
-#: two turns); from 0.35 on, Pk at one message is better but switches are found later.
+#: On that tune half the sweep of ``--fit-exchange`` gave its best Pk at a ten-message
+#: cadence at 0.15 (0.040, no false fork; 36 of 40 switches found within two turns); from
+#: 0.35 on, Pk at one message is better but switches are found later. With the four added
+#: single-subject dialogues it forks 0.14 times per single-subject dialogue there.
 EXCHANGE_THRESHOLD = 0.15
 
 

@@ -9,7 +9,7 @@ from memory.models import Message, Topic
 from memory.pipeline import evaluate_session
 from tests.evaluation_helpers import converse, summary_answer
 
-# A leaking kitchen tap, then (no cue phrase) how to get up early: product-tune-28.
+# A leaking kitchen tap, then (no cue phrase) how to get up early: product-tune-30.
 RUSSIAN = [
     ("user", "Кстати, у меня на кухне течёт смеситель. Можно починить самому?"),
     (
@@ -38,7 +38,7 @@ RUSSIAN = [
     ),
 ]
 
-# A slow PC's memory, then (no cue phrase) a dog that barks on walks: product-tune-31.
+# A slow PC's memory, then (no cue phrase) a dog that barks on walks: product-tune-34.
 JAPANESE = [
     ("user", "ところで、最近パソコンの動作がすごく遅いのですが、何を確認すればいいですか？"),
     (
