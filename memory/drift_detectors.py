@@ -1,15 +1,18 @@
 """Model-free drift detectors: has the active topic moved on to a new subject?
 
-The memory pipeline calls a detector every tenth message with the whole thread of
-the active topic. A detector answers with a :class:`DriftVerdict`; on drift the
-turns from ``start`` on are relocated to a new topic (a silent fork).
+The memory pipeline calls a detector every tenth message (and when the user leaves) with
+the whole thread of the active topic. A detector answers with a :class:`DriftVerdict`;
+on drift the turns from ``start`` on are relocated to a new topic (a silent fork), and
+the new topic is judged again, so a detector answers the *first* new subject it sees.
+The cues themselves live in memory/drift_cues.py (text statistics in memory/textstats.py,
+phrases in memory/dialogue_cues.py), in every language people chat in.
 
 Two detectors live here, both pure Python (this module imports no Django, so the
 benchmark in ``bench/drift_quality.py`` runs it as it is):
 
 * ``lexical`` (the default) scores every candidate turn of the scan-back window
-  for "this turn opens a new subject" and forks at the best one when it is
-  sure enough. It reads the thread in one of two ways:
+  for "this turn opens a new subject" and forks at the first one that is sure
+  enough (:meth:`LexicalDetector.detect`). It reads the thread in one of three ways:
 
   - **Between people** (no assistant turn in the thread, e.g. a chat between two
     users): per-turn cues only, a dozen lexical and dialogue cues of the turn and
@@ -26,6 +29,9 @@ benchmark in ``bench/drift_quality.py`` runs it as it is):
     fitted on the product-like dialogues in bench/data/product-tune.jsonl, and weigh
     in as far as the assistant's replies are long enough to carry a subject (see
     :func:`reply_reliability`); with one-line replies the per-turn cues decide.
+  - **Templated replies** (the offline model's line under every question): the
+    replies are set aside and only a user turn that announces a switch or a return
+    forks (:func:`user_margins`).
 * ``baseline`` is plain TextTiling: the bag-of-words cosine of the turns on both
   sides of each gap, depth scores, a fixed depth threshold. It is kept as the
   yardstick the benchmark reports next to the lexical detector.
@@ -166,20 +172,11 @@ class LexicalDetector:
         kept = substantive_turns(turns)
         if len(kept) < len(turns):
             position = {index: k for k, index in enumerate(kept)}
-            inner = self._margins(
-                [turns[i] for i in kept],
-                [position[i] for i in candidates if i in position],
-                user_led=True,
+            inner = user_margins(
+                [turns[i].text for i in kept], [position[i] for i in candidates if i in position]
             )
             return {kept[k]: margin for k, margin in inner.items()}
-        return self._margins(turns, candidates, user_led=False)
-
-    def _margins(
-        self, turns: Sequence[Turn], candidates: Iterable[int], *, user_led: bool
-    ) -> dict[int, float]:
         texts = [turn.text for turn in turns]
-        if user_led:
-            return user_margins(texts, candidates)
         if not has_real_roles(turns):
             cut = logit(self.threshold)
             return {
