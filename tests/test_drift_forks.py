@@ -190,6 +190,7 @@ def test_two_subjects_between_two_evaluations_fork_twice_within_the_scan_back(se
 def test_the_model_decides_a_switch_the_lexical_pass_does_not_see(fake_openai, session, settings):
     settings.DRIFT_DETECTOR = "auto"
     prior = session.active_topic()
+    Topic.objects.filter(pk=prior.pk).update(title="Balcony veg", summary="Pots, tomatoes.")
     converse(session, GARDEN)
     turns = [Turn(role, text) for role, text in GARDEN]
     assert not get_detector("lexical").detect(turns, scan_back=10).drifted
@@ -204,6 +205,7 @@ def test_the_model_decides_a_switch_the_lexical_pass_does_not_see(fake_openai, s
     assert list(new.messages.order_by("seq").values_list("seq", flat=True)) == [7, 8, 9, 10]
     first_call = fake_openai.requests[0]["messages"]
     assert "numbered 1" in first_call[0]["content"]
+    assert "Balcony veg — Pots, tomatoes." in first_call[0]["content"]
     assert "[6] user: Should the tomato plants" in first_call[1]["content"]
     prior.refresh_from_db()
     assert prior.title == "Balcony garden" and not prior.is_active
