@@ -35,6 +35,7 @@ DRIFT_DATA ?=
 bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/summary_cost.py
 	@for data in $(if $(DRIFT_DATA),$(DRIFT_DATA)/tiage-dev.jsonl \
 		$(DRIFT_DATA)/superdialseg-validation.jsonl) \
 		bench/data/product-tune.jsonl bench/data/product-test.jsonl; do for interval in 1 10; do \

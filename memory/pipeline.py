@@ -51,7 +51,16 @@ from memory.drift import (
 )
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Topic
-from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
+from memory.summarize import (
+    STALE_ATTEMPTS,
+    PreparedSummary,
+    apply_summary,
+    confirm_summary,
+    prepare_summary,
+    publish_topic_updated,
+    topic_history,
+    with_fresh_summary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -197,9 +206,10 @@ def _evaluation_lock(session_id: int) -> Iterator[bool]:
 
 
 def _lock_seconds() -> int:
-    """Long enough for a detector call and a summary call, each with its retries."""
+    """Long enough for a detector call and the summary calls (prepared again at most
+    ``STALE_ATTEMPTS`` times when the topic changes meanwhile), each with its retries."""
     attempts = settings.LLM_MAX_RETRIES + 1
-    return int(2 * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
+    return int((1 + STALE_ATTEMPTS) * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
 
 
 def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:
@@ -251,9 +261,7 @@ def fork_while_drifting(
         reasons.append(verdict.reason)
         if plan is None:
             break
-        # The model call for the prior topic's summary happens before any lock is held.
-        prepared = prepare_summary(topic=topic, before_seq=plan.start_seq)
-        fork = do_silent_fork(plan=plan, prepared=prepared)
+        fork = do_silent_fork(plan=plan)  # the summary call happens before its lock
         if fork is None:
             return None if len(reasons) == 1 else (topic, reasons)
         topic, history = fork.topic, topic_history(fork.topic)
@@ -263,16 +271,29 @@ def fork_while_drifting(
 def _refresh(*, topic: Topic, through_seq: int) -> None:
     """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
     through the last message the detector saw (a later one gets evaluated next time)."""
-    prepared = prepare_summary(topic=topic)
-    with transaction.atomic():
-        topic = (
-            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
-        )
-        changed = apply_summary(topic=topic, summary=prepared.summary)
-        topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
-        topic.save(update_fields=["evaluated_through_seq"])
-        if changed:
-            publish_topic_updated(topic, reason="refresh")
+    topic_id = topic.pk
+
+    def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
+        with transaction.atomic():
+            topic = (
+                Topic.objects.select_for_update(of=("self",))
+                .select_related("session")
+                .get(pk=topic_id)
+            )
+            summary = confirm_summary(
+                prepared, topic=topic, accept_stale=accept_stale, accept_growth=True
+            )
+            changed = apply_summary(topic=topic, summary=summary)
+            topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
+            topic.save(update_fields=["evaluated_through_seq"])
+            if changed:
+                publish_topic_updated(topic, reason="refresh")
+        return topic
+
+    # The model call happens before the topic row is locked (memory/summarize.py).
+    topic = with_fresh_summary(
+        lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit
+    )
     # Only once the topic row is released: a turn storing a message holds the session row
     # and then needs the topic (its foreign-key check at commit), so waiting here for the
     # session row while holding the topic would deadlock with it.
