@@ -1,16 +1,31 @@
 """Django admin for operators: inspect everything, change little.
 
-What only the system writes (sequence numbers, token usage, manual-set flags, audit
-rows) is read-only here.
+What only the system writes (sequence numbers, token usage, manual-set flags, what a
+summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
+(every store of the session needs it). Deleting a session or a topic goes through
+memory/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
+cache is invalidated) and a ``Deletion`` audit row (without the content) remains. An
+operator's edit of a topic's title or summary is a correction like the user's
+(memory/curation.py): audited, and kept by later summaries of the same messages.
 """
 
-from django import forms
-from django.contrib import admin
-from django.db.models import Count
+import json
 
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as delete_selected_action
+from django.contrib.admin.utils import unquote
+from django.db.models import Count
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from memory.curation import CurationRefused, do_user_edit_topic
+from memory.deletion import do_delete_session, do_delete_topic
 from memory.facts import check_facts_document
 from memory.models import (
     Agent,
+    Deletion,
     ImportantInfo,
     MemoryDecision,
     Message,
@@ -20,7 +35,7 @@ from memory.models import (
     Topic,
 )
 from memory.notes import check_notes
-from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
+from memory.portability import export_memory
 from memory.thread import usage_totals
 from memory.validation import InvalidInput, check_summary, check_title
 
@@ -68,8 +83,41 @@ class OrganizationAdmin(admin.ModelAdmin):
     filter_horizontal = ["members"]
 
 
+def _declared_mcp_servers() -> list[tuple[str, str]]:
+    return [
+        (name, f"{name} ({'command' if 'command' in spec else spec['url']})")
+        for name, spec in sorted(settings.MCP_SERVERS.items())
+    ]
+
+
+class AgentForm(forms.ModelForm):
+    # Staff choose among the servers the operator declared; a command or a URL cannot
+    # be typed here (see MCP_SERVERS in driftless/settings.py).
+    mcp_servers = forms.MultipleChoiceField(
+        choices=_declared_mcp_servers,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="MCP servers",
+        help_text="Declared by the operator in DRIFTLESS_MCP_SERVERS; none when empty.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = [
+            "organization",
+            "name",
+            "soul",
+            "skills",
+            "model_name",
+            "temperature",
+            "mcp_servers",
+            "memory_token_budget",
+        ]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ["name", "organization", "model_name", "memory_token_budget", "created_at"]
     list_filter = ["organization"]
     search_fields = ["name", "soul", "skills"]
@@ -88,8 +136,27 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
+@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+def export_scope_memory(modeladmin, request, queryset):
+    scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
+    if len(scopes) != 1:
+        modeladmin.message_user(
+            request, "Select sessions of one user and agent: one scope a file.", messages.ERROR
+        )
+        return None
+    [(user, agent)] = scopes
+    document = export_memory(user=user, agent=agent, include_sessions=True)
+    response = HttpResponse(
+        json.dumps(document, ensure_ascii=False, indent=2), content_type="application/json"
+    )
+    filename = f"driftless-memory-{agent.pk}-{user.pk}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    actions = [export_scope_memory]
     list_display = [
         "__str__",
         "user",
@@ -112,13 +179,11 @@ class SessionAdmin(admin.ModelAdmin):
     inlines = [TopicInline]
 
     def delete_model(self, request, obj):
-        invalidate_persistent_memory(obj.memory_scope_key)  # its topics leave memory
-        super().delete_model(request, obj)
+        do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
     def delete_queryset(self, request, queryset):
-        for scope_key in {session.memory_scope_key for session in queryset}:
-            invalidate_persistent_memory(scope_key)
-        super().delete_queryset(request, queryset)
+        for session in queryset:
+            self.delete_model(request, session)
 
     @admin.display(description="cache hits (cached / prompt tokens)")
     def cache_hit_rate(self, session):
@@ -157,7 +222,7 @@ class NotesInline(admin.StackedInline):
 
 class MemoryDecisionInline(admin.TabularInline):
     model = MemoryDecision
-    fields = ["created_at", "actor", "user", "from_state", "to_state"]
+    fields = ["created_at", "action", "actor", "user", "from_state", "to_state"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -197,27 +262,57 @@ class TopicAdmin(admin.ModelAdmin):
         "forked_from",
         "evaluated_through_seq",
         "summarized_at",
+        "summary_is_fallback",
+        "summarized_through_seq",
+        "summary_manually_set",
+        "agent_promoted_through_seq",
         "created_at",
         "closed_at",
     ]
     inlines = [MessageInline, NotesInline, MemoryDecisionInline]
+    actions = ["delete_selected"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(message_total=Count("messages"))
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # No Delete link on the active topic (delete_view explains why). Not through
+        # has_delete_permission: deleting its whole session must stay possible.
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            self.message_user(request, active_topic_refusal([topic]), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:memory_topic_change", args=[topic.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
+    @admin.action(permissions=["delete"], description="Delete selected topics")
+    def delete_selected(self, request, queryset):
+        active = list(queryset.filter(is_active=True))
+        if active:
+            self.message_user(request, active_topic_refusal(active), messages.ERROR)
+            return None  # back to the list, nothing deleted
+        return delete_selected_action(self, request, queryset)
+
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        if change and {"title", "summary"} & set(form.changed_data):
-            invalidate_topic_memory(topic=obj)  # the persistent-memory block shows both
+        if not (change and {"title", "summary"} & set(form.changed_data)):
+            super().save_model(request, obj, form, change)
+            return
+        try:  # a correction: audited, the memory cache invalidated, kept by later summaries
+            do_user_edit_topic(topic=obj, user=request.user, title=obj.title, summary=obj.summary)
+        except CurationRefused as refused:
+            self.message_user(request, f"Not saved: {refused}", messages.ERROR)
 
     def delete_model(self, request, obj):
-        invalidate_topic_memory(topic=obj)
-        super().delete_model(request, obj)
+        do_delete_topic(topic=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
     def delete_queryset(self, request, queryset):
-        for topic in queryset.in_memory():
-            invalidate_topic_memory(topic=topic)
-        super().delete_queryset(request, queryset)
+        for topic in queryset:  # delete_selected has refused any active topic already
+            self.delete_model(request, topic)
 
     @admin.display(description="memory")
     def memory_state_label(self, topic):
@@ -226,6 +321,14 @@ class TopicAdmin(admin.ModelAdmin):
     @admin.display(description="messages", ordering="message_total")
     def message_total(self, topic):
         return topic.message_total
+
+
+def active_topic_refusal(topics) -> str:
+    names = ", ".join(f"“{topic}” (session {topic.session_id})" for topic in topics)
+    return (
+        f"Not deleted: {names} is the active topic of its session, which needs one to "
+        "store messages. Start a new topic in that session first, or delete the session."
+    )
 
 
 @admin.register(Message)
@@ -283,12 +386,53 @@ class ImportantInfoAdmin(admin.ModelAdmin):
 
 @admin.register(MemoryDecision)
 class MemoryDecisionAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "actor", "user", "topic_title", "from_state", "to_state"]
-    list_filter = ["actor", "to_state", "topic__session__agent", "topic__session__organization"]
+    list_display = [
+        "created_at",
+        "action",
+        "actor",
+        "user",
+        "topic_title",
+        "from_state",
+        "to_state",
+    ]
+    list_filter = [
+        "action",
+        "actor",
+        "to_state",
+        "topic__session__agent",
+        "topic__session__organization",
+    ]
     search_fields = ["topic_title", "topic__title"]
 
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Deletion)
+class DeletionAdmin(admin.ModelAdmin):
+    list_display = [
+        "created_at",
+        "kind",
+        "via",
+        "session_ref",
+        "topic_ref",
+        "owner",
+        "agent",
+        "deleted_by",
+        "topics",
+        "messages",
+        "memory_topics",
+    ]
+    list_filter = ["kind", "via", "agent", "organization"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

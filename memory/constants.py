@@ -1,5 +1,7 @@
 """The constants of the specification (spec/memory-architecture.txt)."""
 
+from memory.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+
 # Topics with fewer than this many messages are forced to keepInMemory: false
 # regardless of the LLM's include_in_memory response.
 MIN_MEMORY_TURNS = 5
@@ -17,3 +19,15 @@ KEEP_IN_MEMORY_GUARD_ERROR = (
     "keepInMemory was set manually by the user; the agent cannot override it."
 )
 DEPRECATED_GUARD_ERROR = "deprecated was set manually by the user; the agent cannot override it."
+USER_POSITION_GUARD_ERROR = (
+    "the user has set this topic's memory state themselves; the agent cannot deprecate it. "
+    "Ask the user to deprecate it with the topic's brain icon."
+)
+EMPTY_TOPIC_ERROR = "this topic has no messages yet: there is nothing to remember."
+ACTIVE_TOPIC_DELETE_ERROR = (
+    "the active topic cannot be deleted; start a new topic first, or delete the session."
+)
+
+# A user's corrected title and summary: the limits of docs/limits.md.
+TOPIC_TITLE_MAX_CHARS = MAX_TITLE_CHARS
+TOPIC_SUMMARY_MAX_CHARS = MAX_SUMMARY_CHARS

@@ -32,6 +32,7 @@ class TopicPayload(TypedDict):
     memory_state: Literal["none", "promoted", "deprecated"]
     keep_in_memory_manually_set: bool
     deprecated_manually_set: bool
+    summary_manually_set: bool
     is_active: bool
     origin: str
     created_at: str
@@ -115,6 +116,20 @@ class TopicUpdated(TypedDict):
     reason: Literal["summary", "refresh", "curation"]
 
 
+class TopicDeleted(TypedDict):
+    """An earlier topic of the session was deleted (with its messages and notes)."""
+
+    type: Literal["topic.deleted"]
+    topic_id: int
+
+
+class SessionDeleted(TypedDict):
+    """The session was deleted; the server closes the socket after sending this."""
+
+    type: Literal["session.deleted"]
+    session_id: int
+
+
 class ErrorEvent(TypedDict):
     """A frame from the client was refused; the connection stays open."""
 
@@ -131,6 +146,8 @@ Event = (
     | TurnError
     | TopicCreated
     | TopicUpdated
+    | TopicDeleted
+    | SessionDeleted
     | ErrorEvent
 )
 
@@ -143,6 +160,14 @@ def session_group(session_id: int) -> str:
 def topic_payload(topic) -> TopicPayload:
     """A topic as events (and the REST API) show it."""
     return topic_representation(topic)  # type: ignore[return-value]
+
+
+def topic_deleted(topic_id: int) -> TopicDeleted:
+    return {"type": "topic.deleted", "topic_id": topic_id}
+
+
+def session_deleted(session_id: int) -> SessionDeleted:
+    return {"type": "session.deleted", "session_id": session_id}
 
 
 def message_payload(message) -> MessagePayload:

@@ -102,7 +102,7 @@ def check_facts_document(data: object) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for key, value in data.items():
         checked[check_fact_key(key)] = check_fact_value(value)
-    _check_document_limits(checked, before={})
+    check_facts_limits(checked, before={})
     return checked
 
 
@@ -114,7 +114,7 @@ def set_fact(*, user, agent, key: str, value: Any) -> dict:
         document = _locked_document(user=user, agent=agent)
         before = dict(document.data or {})
         after = {**before, key: value}
-        _check_document_limits(after, before=before)
+        check_facts_limits(after, before=before)
         document.data = after
         document.save(update_fields=["data", "updated_at"])
     return dict(document.data)
@@ -136,8 +136,10 @@ def unset_fact(*, user, agent, key: str) -> bool:
     return True
 
 
-def _check_document_limits(after: dict[str, Any], *, before: dict[str, Any]) -> None:
-    """Refuse a document past the fact count or the token budget, saying how much room
+def check_facts_limits(after: dict[str, Any], *, before: dict[str, Any]) -> None:
+    """``after`` replacing ``before`` (a set, an import, an admin edit), or FactError.
+
+    Refuse a document past the fact count or the token budget, saying how much room
     is left. A change that shrinks an over-limit document (limits lowered) is let through."""
     if len(after) > MAX_FACTS and len(after) > len(before):
         raise FactError(

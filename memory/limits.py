@@ -11,7 +11,7 @@ MAX_MESSAGE_CHARS = 16_000
 # A session's or a topic's title.
 MAX_TITLE_CHARS = 200
 # A topic's summary (written by the summarizer or edited by the user).
-MAX_SUMMARY_CHARS = 4_000
+MAX_SUMMARY_CHARS = 8_000
 # A topic's active notes document: it rides along on every turn of the topic.
 MAX_NOTES_CHARS = 20_000
 

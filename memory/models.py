@@ -8,7 +8,10 @@ organization), and a message's per-session sequence number is unique.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -31,6 +34,19 @@ class Organization(models.Model):
         return self.name
 
 
+def validate_mcp_server_names(value: object) -> None:
+    """An agent names MCP servers; only the deployment configuration says what they run."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ValidationError("expected a list of MCP server names, not server definitions")
+    unknown = sorted(set(value) - set(settings.MCP_SERVERS))
+    if unknown:
+        declared = ", ".join(sorted(settings.MCP_SERVERS)) or "none"
+        raise ValidationError(
+            f"not declared in the deployment configuration: {', '.join(unknown)} "
+            f"(declared: {declared})"
+        )
+
+
 class AgentQuerySet(models.QuerySet):
     def usable_by(self, user) -> AgentQuerySet:
         """Agents of the organizations the user belongs to."""
@@ -51,8 +67,9 @@ class Agent(models.Model):
     mcp_servers = models.JSONField(
         default=list,
         blank=True,
-        help_text='MCP servers: [{"name": "files", "command": ["python", "server.py"]} '
-        'or {"name": "web", "url": "http://127.0.0.1:9000/mcp"}].',
+        validators=[validate_mcp_server_names],
+        help_text="Names of the MCP servers this agent uses, from those the operator declares "
+        "in the deployment configuration (DRIFTLESS_MCP_SERVERS).",
     )
     memory_token_budget = models.PositiveIntegerField(
         default=DEFAULT_MEMORY_TOKEN_BUDGET,
@@ -76,7 +93,13 @@ class Agent(models.Model):
 
 class SessionQuerySet(models.QuerySet):
     def owned_by(self, user) -> SessionQuerySet:
-        return self.filter(user=user)
+        """The sessions the user may reach right now: their own, in an organization they
+        still belong to, while their account is active. Every interface (REST, pages, the
+        socket and each of its frames, the agent's tools) reads through this one method,
+        so leaving an organization or being deactivated ends access at once."""
+        if user is None or not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(user=user, user__is_active=True, organization__members=user)
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
@@ -105,6 +128,9 @@ class Session(models.Model):
         Organization, on_delete=models.CASCADE, related_name="sessions"
     )
     title = models.CharField(max_length=200, blank=True)
+    uid = models.UUIDField(
+        default=uuid.uuid4, editable=False, help_text="Stable id across export and import."
+    )
     message_count = models.PositiveIntegerField(
         default=0, editable=False, help_text="Messages so far; the next one gets this plus one."
     )
@@ -119,6 +145,11 @@ class Session(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["agent", "user", "organization"], name="session_scope_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "user", "organization", "uid"], name="session_uid_unique_in_scope"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Session {self.pk}"
@@ -135,6 +166,11 @@ class Session(models.Model):
 
     def active_topic(self) -> Topic:
         return self.topics.get(is_active=True)
+
+    def still_reachable(self) -> bool:
+        """Whether its user may still reach it (``Session.objects.owned_by``), asked afresh:
+        for work that outlives the request that started it (a turn's rounds and tools)."""
+        return Session.objects.owned_by(self.user).filter(pk=self.pk).exists()
 
     def append_message(self, *, topic: Topic | None = None, **fields) -> Message:
         """Add a message at the end of the session, in the active topic by default.
@@ -179,7 +215,8 @@ class TopicQuerySet(models.QuerySet):
         return self.filter(Q(keep_in_memory=True) | Q(deprecated=True))
 
     def owned_by(self, user) -> TopicQuerySet:
-        return self.filter(session__user=user)
+        """Topics of the sessions ``Session.objects.owned_by(user)`` finds."""
+        return self.filter(session__in=Session.objects.owned_by(user))
 
 
 class Topic(models.Model):
@@ -189,6 +226,12 @@ class Topic(models.Model):
         DRIFT = "drift", "Drift fork"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="topics")
+    uid = models.UUIDField(
+        default=uuid.uuid4,
+        editable=False,
+        db_index=True,
+        help_text="Stable id across export and import (unique within a memory scope).",
+    )
     title = models.CharField(max_length=200, blank=True)
     summary = models.TextField(blank=True)
     keep_in_memory = models.BooleanField(default=False)
@@ -209,6 +252,27 @@ class Topic(models.Model):
         default=0, help_text="Sequence number of the last message the pipeline evaluated."
     )
     summarized_at = models.DateTimeField(null=True, blank=True)
+    summary_is_fallback = models.BooleanField(
+        default=False,
+        help_text="The summary was built from the first user message because the model failed.",
+    )
+    summarized_through_seq = models.PositiveIntegerField(
+        default=0,
+        help_text="Sequence number of the last message the current summary covers "
+        "(the next refresh sends only what came after it).",
+    )
+    summary_manually_set = models.BooleanField(
+        default=False,
+        help_text="The title and summary are the user's own edit (covering the messages "
+        "through summarized_through_seq): a summary of the same messages never overwrites "
+        "them.",
+    )
+    agent_promoted_through_seq = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Set when the agent promoted explicitly: the topic's last message then. "
+        "A summary's false demotes it only once the user has written again.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
@@ -241,6 +305,26 @@ class Topic(models.Model):
         if self.keep_in_memory:
             return MemoryState.PROMOTED
         return MemoryState.NONE
+
+    @property
+    def user_took_position(self) -> bool:
+        """The user has set keep-in-memory or deprecated themselves (the guard's test)."""
+        return self.keep_in_memory_manually_set or self.deprecated_manually_set
+
+    def last_seq(self) -> int:
+        """The sequence number of the topic's last message (0 when it has none)."""
+        return self.messages.aggregate(last=models.Max("seq"))["last"] or 0
+
+    def has_user_message_after(self, seq: int) -> bool:
+        return self.messages.filter(role=Message.Role.USER, seq__gt=seq).exists()
+
+    def has_message_after(self, seq: int) -> bool:
+        return self.messages.exclude(role=Message.Role.ERROR).filter(seq__gt=seq).exists()
+
+    @property
+    def edit_stands(self) -> bool:
+        """The user's edit is the topic's text until the topic receives a new message."""
+        return self.summary_manually_set and not self.has_message_after(self.summarized_through_seq)
 
 
 class MessageQuerySet(models.QuerySet):
@@ -359,12 +443,19 @@ class ImportantInfo(models.Model):
 
 
 class MemoryDecision(models.Model):
-    """Audit trail: who moved which topic from which memory state to which."""
+    """Audit trail: who moved which topic from which memory state to which, or edited its
+    title and summary (``action`` edit: the states are the topic's state at the time)."""
 
     class Actor(models.TextChoices):
         USER = "user", "User"
         AGENT = "agent", "Agent"
         SUMMARIZER = "summarizer", "Summarizer"
+
+    class Action(models.TextChoices):
+        STATE = "state", "Memory state changed"
+        EDIT = "edit", "Title or summary edited"
+
+    action = models.CharField(max_length=8, choices=Action.choices, default=Action.STATE)
 
     topic = models.ForeignKey(
         Topic, null=True, on_delete=models.SET_NULL, related_name="memory_decisions"
@@ -382,4 +473,50 @@ class MemoryDecision(models.Model):
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
+        if self.action == self.Action.EDIT:
+            return f"{self.actor}: edited ({self.topic_title})"
         return f"{self.actor}: {self.from_state} → {self.to_state} ({self.topic_title})"
+
+
+class Deletion(models.Model):
+    """Audit row of a deleted session or topic: who, what, how much, never the content.
+
+    The ids are the deleted rows' own (kept as plain numbers: the rows are gone)."""
+
+    class Kind(models.TextChoices):
+        SESSION = "session", "Session"
+        TOPIC = "topic", "Topic"
+
+    class Via(models.TextChoices):
+        USER = "user", "The user (page or API)"
+        OPERATOR = "operator", "An operator (admin)"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    via = models.CharField(max_length=8, choices=Via.choices)
+    session_ref = models.PositiveBigIntegerField(help_text="Id of the (deleted) session.")
+    topic_ref = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Id of the deleted topic (a topic deletion)."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent = models.ForeignKey(Agent, null=True, on_delete=models.SET_NULL, related_name="+")
+    organization = models.ForeignKey(
+        Organization, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    topics = models.PositiveIntegerField(help_text="Topics deleted.")
+    messages = models.PositiveIntegerField(help_text="Messages deleted.")
+    memory_topics = models.PositiveIntegerField(
+        help_text="Deleted topics that were in persistent memory (promoted or deprecated)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        what = f"topic {self.topic_ref} of session" if self.topic_ref else "session"
+        return f"{what} {self.session_ref} deleted by {self.get_via_display().lower()}"

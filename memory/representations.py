@@ -67,6 +67,7 @@ class TopicRepresentation(serializers.ModelSerializer):
             "memory_state",
             "keep_in_memory_manually_set",
             "deprecated_manually_set",
+            "summary_manually_set",
             "is_active",
             "origin",
             "created_at",

@@ -11,14 +11,14 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from chat.api.input import CheckedTextField, StrictPrimaryKeyRelatedField
-from memory.limits import MAX_MESSAGE_CHARS, MAX_TITLE_CHARS
+from memory.limits import MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.models import Agent, Organization, Session
 from memory.representations import (
     MessageRepresentation,
     SessionRepresentation,
     TopicRepresentation,
 )
-from memory.validation import check_message_content, check_title
+from memory.validation import check_message_content, check_summary, check_title
 
 # One representation per resource, under the names the views and the schema use.
 MessageSerializer = MessageRepresentation
@@ -82,6 +82,23 @@ class StartSessionSerializer(serializers.Serializer):
         # Agents outside the caller's organizations do not exist, as far as they can tell.
         if user is not None:
             self.fields["agent"].queryset = Agent.objects.usable_by(user)
+
+
+class TopicEditSerializer(serializers.Serializer):
+    """A user's correction: either field, or both (memory/curation.py checks the text).
+    Text only: a number is refused, not read as its digits."""
+
+    title = CheckedTextField(
+        check_title, required=False, schema={"type": "string", "maxLength": MAX_TITLE_CHARS}
+    )
+    summary = CheckedTextField(
+        check_summary, required=False, schema={"type": "string", "maxLength": MAX_SUMMARY_CHARS}
+    )
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError("send a title, a summary, or both")
+        return data
 
 
 class SendMessageSerializer(serializers.Serializer):
