@@ -31,15 +31,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server() -> Iterator[str]:
-    """The base URL of a server started for the caller, stopped (its own process group)
-    when the block ends."""
+def running_server(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """The base URL of a server started for the caller (with ``extra_env`` added to its
+    environment), stopped when the block ends."""
     port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
         "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
     }
     run = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix")
     if run:  # the server's events reach this run's channel layer
