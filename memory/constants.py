@@ -7,6 +7,12 @@ MIN_MEMORY_TURNS = 5
 # The volatile suffix keeps at most this many trailing messages of the active topic.
 ACTIVE_WINDOW_MESSAGES = 20
 
+# The window is trimmed this many messages at a time, not one a turn, so its first message
+# (and with it the provider's cached prefix) stays put while the block fills: it holds
+# between ACTIVE_WINDOW_MESSAGES - ACTIVE_WINDOW_BLOCK + 1 and ACTIVE_WINDOW_MESSAGES
+# messages. bench/prompt_cache.py measures the choice.
+ACTIVE_WINDOW_BLOCK = 10
+
 # A drift evaluation fires every five user-assistant pairs.
 DRIFT_INTERVAL_MESSAGES = 10
 

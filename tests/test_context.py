@@ -1,5 +1,6 @@
 """Context assembly: the three layers, their order, the window and the stable prefix."""
 
+import itertools
 import json
 
 import pytest
@@ -30,11 +31,45 @@ def stable_text(session):
 # --- the window --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [21, 40, 400])
-def test_the_window_keeps_the_last_twenty_messages_of_the_active_topic(session, count):
+@pytest.mark.parametrize(
+    ("count", "first"),
+    [(20, 1), (21, 11), (30, 11), (31, 21), (40, 21), (400, 381), (401, 391)],
+)
+def test_the_window_trims_ten_messages_at_once_and_never_holds_more_than_twenty(
+    session, count, first
+):
     add_messages(session, count)
     window = window_of(assemble_context(session=session))
-    assert [m["content"] for m in window] == [f"m{seq}" for seq in range(count - 19, count + 1)]
+    assert [m["content"] for m in window] == [f"m{seq}" for seq in range(first, count + 1)]
+    assert 11 <= len(window) <= 20 or count <= 20
+
+
+def test_the_window_keeps_its_first_message_while_a_long_topic_grows(session):
+    """Turn after turn of a long topic (a user message, a reply, now and then a tool round),
+    the window never passes 20 messages, and its first message changes only every ten
+    stored messages: five turns in a row past the first twenty messages, ten before."""
+    firsts, sizes = [], []
+    for turn in range(60):
+        add_message(session, Message.Role.USER, f"question {turn}")
+        window = window_of(assemble_context(session=session))  # what this turn sends
+        sizes.append(len(window))
+        firsts.append(window[0]["content"] or window[0]["tool_calls"][0]["id"])
+        if turn % 7 == 3:
+            add_tool_round(session, ["notes"], tag=f"t{turn}-")
+        add_message(session, Message.Role.ASSISTANT, f"answer {turn}")
+    assert max(sizes) <= 20
+    runs = [len(list(group)) for _, group in itertools.groupby(firsts)]
+    assert runs[0] >= 9  # the topic's first 20 messages (one tool round among them)
+    assert min(runs[1:-1]) >= 4  # a trim drops ten messages: a tool round may cost a turn
+    assert sum(runs[1:-1]) / len(runs[1:-1]) >= 4
+
+
+def test_the_inspector_shows_the_window_policy(session):
+    add_messages(session, 27)
+    span = assemble_context(session=session).as_dict()["window"]
+    assert span["topic_messages"] == 27 and span["kept"] == 17
+    assert span["max_messages"] == 20 and span["block"] == 10
+    assert "the oldest 10 are dropped at once" in span["policy"]
 
 
 def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):
@@ -54,28 +89,28 @@ def test_only_the_active_topic_is_in_the_window(session):
 
 
 def test_error_records_are_never_sent_to_the_model(session):
-    add_messages(session, 30)
+    add_messages(session, 39)
     add_message(session, Message.Role.ERROR, "provider timed out")
     add_message(session, Message.Role.USER, "retry please")
     window = window_of(assemble_context(session=session))
-    assert len(window) == 20
+    assert len(window) == 20  # 40 messages the model may see: the error is not one
     assert all(m["content"] != "provider timed out" for m in window)
     assert window[-1]["content"] == "retry please"
 
 
 def test_a_tool_call_and_its_result_are_never_split_at_the_window_edge(session):
-    add_messages(session, 30)
-    add_tool_round(session, ["notes"], tag="edge")  # assistant call + its result
+    add_messages(session, 29)
+    add_tool_round(session, ["notes"], tag="edge")  # assistant call (30) + its result (31)
     add_messages(session, 19, prefix="after")
-    # The last 20 rows are the tool result and 19 messages: the call fell outside.
+    # The window of 50 messages starts at the 31st, the tool result: its call fell outside.
     window = window_of(assemble_context(session=session))
     assert_valid_openai_thread(window)
     assert window[0]["role"] != "tool"
-    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(33, 52)]
+    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(32, 51)]
 
 
 def test_a_call_inside_the_window_keeps_all_of_its_results(session):
-    add_messages(session, 30)
+    add_messages(session, 20)
     add_tool_round(session, ["notes", "important_info"], tag="in")
     add_messages(session, 17, prefix="after")
     window = window_of(assemble_context(session=session))
