@@ -41,14 +41,7 @@ from django.core.cache import cache
 from django.db import connections, transaction
 
 from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
-from memory.drift import (
-    CONTINUING,
-    do_silent_fork,
-    drift_result_text,
-    get_drift_detector,
-    plan_fork,
-    record_drift_result,
-)
+from memory.drift import do_silent_fork, get_drift_detector, plan_fork
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Topic
 from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
@@ -231,7 +224,11 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
 
 def _refresh(*, topic: Topic, through_seq: int) -> None:
     """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
-    through the last message the detector saw (a later one gets evaluated next time)."""
+    through the last message the detector saw (a later one gets evaluated next time).
+
+    The session's drift result is left as it is: it sits in the stable prefix, and a
+    refresh that found no new subject must not invalidate the provider's cache of
+    everything after it. Only a fork (memory/drift.py) or a new topic changes it."""
     prepared = prepare_summary(topic=topic)
     with transaction.atomic():
         topic = (
@@ -242,8 +239,3 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
         topic.save(update_fields=["evaluated_through_seq"])
         if changed:
             publish_topic_updated(topic, reason="refresh")
-    # Only once the topic row is released: a turn storing a message holds the session row
-    # and then needs the topic (its foreign-key check at commit), so waiting here for the
-    # session row while holding the topic would deadlock with it.
-    if topic.is_active:
-        record_drift_result(session_id=topic.session_id, text=drift_result_text(CONTINUING, topic))

@@ -3,6 +3,7 @@
 import pytest
 
 from memory import events
+from memory.context import assemble_context
 from memory.models import Message, Topic
 from memory.pipeline import evaluate_session, note_message_stored
 from memory.tasks import evaluate_session_task
@@ -42,7 +43,7 @@ def test_without_drift_the_topic_is_refreshed_in_place(
         6,
     )
     session.refresh_from_db()
-    assert session.drift_result == "continuing: Balcony garden"
+    assert session.drift_result == ""  # no new subject: the stable prefix keeps its bytes
     assert Topic.objects.filter(session=session).count() == 1
     (event,) = published
     assert (event["type"], event["reason"]) == ("topic.updated", "refresh")
@@ -50,6 +51,29 @@ def test_without_drift_the_topic_is_refreshed_in_place(
         "Balcony garden",
         "promoted",
     )
+
+
+def test_a_refresh_that_finds_no_new_subject_leaves_the_stable_prefix_byte_identical(
+    fake_openai, session
+):
+    converse(session, SUBJECT_A + SUBJECT_B)
+    fake_openai.reply_json(summary_answer(title="Balcony garden", keep=True))
+    assert evaluate(session).action == "forked"
+    forked = stable_prefix(session)
+    assert b"forked from: Balcony garden" in forked
+
+    for number, title in enumerate(("Laptop battery", "Laptop sleep and wake-on-LAN")):
+        say(session, "user", f"Does the battery still drain, night {number}?")
+        say(session, "assistant", "Less: the adapter no longer wakes it.")
+        fake_openai.reply_json(summary_answer(title=title, keep=bool(number)))
+        outcome = evaluate(session)
+        assert outcome.action == "refreshed"
+        assert session.active_topic().title == title  # the refresh did its work...
+        assert stable_prefix(session) == forked  # ...without touching a byte of the prefix
+
+
+def stable_prefix(session) -> bytes:
+    return assemble_context(session=session).messages[0]["content"].encode("utf-8")
 
 
 def test_a_second_evaluation_with_no_new_message_is_skipped(fake_openai, session):
