@@ -285,11 +285,10 @@ def _store(session: Session, **fields) -> Message:
 
 
 def _note_stored(session: Session, messages: list[Message]) -> None:
-    """Tell the pipeline about each stored message (it acts on every tenth). A message's
-    sequence number is the session's message count once it was stored, so a batch of
-    tool results cannot skip a multiple of ten."""
+    """Tell the pipeline about each message just stored through ``session`` (it acts on
+    every tenth conversation message, by the count the store left on the session)."""
     for message in messages:
-        note_message_stored(session_id=session.pk, message_count=message.seq)
+        note_message_stored(session=session, message=message)
 
 
 def _usage(completion: Completion) -> dict:

@@ -16,7 +16,9 @@ Triggers. :func:`note_message_stored` (the message-send handler) enqueues an eva
 every ``DRIFT_INTERVAL_MESSAGES`` conversation messages: the spec's "five user-assistant
 turn pairs — ten messages" counts the user's messages and the assistant's replies, so
 tool results and the assistant's tool-call requests do not count (a tool-heavy turn is
-still one pair). :func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
+still one pair). The session row keeps that count (``Session.conversation_count``, taken
+with the sequence number), so the check costs nothing at any session length.
+:func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
 goes through a 2000 ms trailing-edge debounce per session that holds across processes:
 each trigger stores a fresh token in the cache and schedules the task two seconds later
 carrying it; a task whose token is no longer the latest does nothing.
@@ -43,7 +45,7 @@ from django.db import connections, transaction
 from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.drift import do_silent_fork, get_drift_detector, plan_fork
 from memory.drift_detectors import DriftDetector
-from memory.models import Message, Topic
+from memory.models import Message, Session, Topic
 from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
 
 logger = logging.getLogger(__name__)
@@ -63,23 +65,16 @@ class EvaluationOutcome:
 # --- triggers -----------------------------------------------------------------------------
 
 
-def note_message_stored(*, session_id: int, message_count: int) -> None:
-    """Call after every stored message; ``message_count`` is the session's count after the
-    store (the new message's sequence number). Enqueues an evaluation, after commit, when
-    that message is the tenth, twentieth... conversation message. Never raises."""
+def note_message_stored(*, session: Session, message: Message) -> None:
+    """Call right after ``session.append_message`` stored ``message`` (the session's
+    ``conversation_count`` is then its count). Enqueues an evaluation, after commit, when
+    that message is the tenth, twentieth... conversation message of the session: no query,
+    whatever the session's length. Never raises."""
     try:
-        if _is_interval_message(session_id=session_id, seq=message_count):
-            _enqueue(session_id=session_id, reason="interval")
+        if message.is_conversation and session.conversation_count % DRIFT_INTERVAL_MESSAGES == 0:
+            _enqueue(session_id=session.pk, reason="interval")
     except Exception:  # best effort: a lost heartbeat must never fail the message
-        logger.exception("could not schedule the interval evaluation of session %s", session_id)
-
-
-def _is_interval_message(*, session_id: int, seq: int) -> bool:
-    conversation = Message.objects.filter(session_id=session_id).conversation()
-    if not conversation.filter(seq=seq).exists():
-        return False
-    count = conversation.filter(seq__lte=seq).count()
-    return count % DRIFT_INTERVAL_MESSAGES == 0
+        logger.exception("could not schedule the interval evaluation of session %s", session.pk)
 
 
 def request_exit_evaluation(*, session_id: int) -> None:

@@ -251,11 +251,11 @@ def test_an_unexpected_error_is_recorded_without_its_details(session, monkeypatc
 def test_every_stored_message_is_reported_to_the_pipeline_with_its_count(
     session, fake_openai, monkeypatch
 ):
-    noted: list[int] = []
+    noted: list[tuple[int, int]] = []
     monkeypatch.setattr(
         turn_module,
         "note_message_stored",
-        lambda *, session_id, message_count: noted.append(message_count),
+        lambda *, session, message: noted.append((message.seq, session.conversation_count)),
     )
     fake_openai.reply_tool_calls(
         [
@@ -267,7 +267,8 @@ def test_every_stored_message_is_reported_to_the_pipeline_with_its_count(
 
     do_send_message(session=session, content="Take two notes")
 
-    assert noted == [1, 2, 3, 4, 5]
+    # (sequence number, conversation messages so far): the call and its results do not count
+    assert noted == [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2)]
 
 
 def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alice, agent):
