@@ -24,8 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from django.conf import settings
 from django.core.cache import cache
 
+from chat.deltas import DeltaBatcher
 from chat.mcp import McpToolSource
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory.context import ContextStack, assemble_context, render_window
@@ -240,18 +242,27 @@ def _stream(
     turn_id: str,
     lock: _SessionLock,
 ) -> Completion:
-    """Stream one model answer to the clients and return it complete."""
-    for item in model.stream(
-        messages=messages,
-        tools=tools or None,
-        prompt_cache_key=session.prompt_cache_key,
-        temperature=session.agent.temperature,
-    ):
-        if isinstance(item, Completion):
-            return item
-        if item:
-            publish(session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": item})
-            lock.refresh()
+    """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    deltas = DeltaBatcher(
+        lambda text: publish(
+            session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": text}
+        ),
+        seconds=settings.STREAM_BATCH_SECONDS,
+    )
+    try:
+        for item in model.stream(
+            messages=messages,
+            tools=tools or None,
+            prompt_cache_key=session.prompt_cache_key,
+            temperature=session.agent.temperature,
+        ):
+            if isinstance(item, Completion):
+                return item
+            if item:
+                deltas.add(item)
+                lock.refresh()
+    finally:
+        deltas.flush()  # what streamed is shown, even when the stream broke
     raise LLMError("the model stream ended without an answer")
 
 

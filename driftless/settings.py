@@ -149,6 +149,10 @@ DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# Reply deltas are coalesced on the server: the first goes out at once, the rest at most
+# one event per this many seconds (the page reveals each batch smoothly). 0 sends one
+# event per streamed token (each one a channel-layer round trip and a socket frame).
+STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 
 # Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)

@@ -65,6 +65,27 @@ def test_it_stores_the_user_message_then_the_streamed_reply_with_its_usage(
     ]
 
 
+LONG_REPLY = " ".join(f"word{number} ünïcode 🌿" for number in range(60))
+
+
+@pytest.mark.parametrize(("batch_seconds", "most_events"), [(0.1, 3), (0.0, 10_000)])
+def test_reply_deltas_are_coalesced_into_few_events_that_join_to_the_whole_reply(
+    session, fake_openai, events, settings, batch_seconds, most_events
+):
+    settings.STREAM_BATCH_SECONDS = batch_seconds
+    fake_openai.reply_text(LONG_REPLY)  # 180 word deltas, streamed at once
+
+    do_send_message(session=session, content="Tell me a long story")
+
+    deltas = [e["delta"] for e in events if e["type"] == "reply.delta"]
+    assert "".join(deltas) == LONG_REPLY
+    assert len(deltas) <= most_events
+    if batch_seconds:
+        assert deltas[0] == "word0"  # the first piece is not held back
+    else:
+        assert len(deltas) == 180  # the per-token path: one event per streamed word
+
+
 def test_it_sends_the_scope_prompt_cache_key_and_the_assembled_stack(session, fake_openai):
     do_send_message(session=session, content="Hi!")
 
