@@ -35,9 +35,9 @@ from memory.pipeline import request_exit_evaluation
 
 logger = logging.getLogger(__name__)
 
-# Turns mostly wait on the model, so more threads than cores is right; each one keeps a
-# database connection (CONN_MAX_AGE), which bounds this by the database's connections
-# divided by the server processes (`make serve`).
+# Turns mostly wait on the model, so more threads than cores is right; each one holds a
+# database connection while it works (borrowed from the process's pool, DATABASE_POOL_SIZE),
+# which bounds this by the database's connections divided by the server processes.
 TURN_WORKERS = 32
 _turn_executor = ThreadPoolExecutor(max_workers=TURN_WORKERS, thread_name_prefix="turn")
 
@@ -61,9 +61,8 @@ def _act(user, session_id: int, frame: ClientFrame) -> None:
         elif isinstance(frame, NewTopic):
             do_new_topic(session=session)
     finally:
-        # Worker threads are pooled and keep their connection for the next request (up to
-        # CONN_MAX_AGE, as Django does between HTTP requests); a broken or expired one is
-        # closed here. Reconnecting on every turn cost about 5 % of a turn's CPU.
+        # Worker threads are pooled: their connection goes back to the process's database
+        # pool (PostgreSQL), or stays open up to CONN_MAX_AGE; a broken one is closed.
         close_old_connections()
 
 
