@@ -504,6 +504,9 @@ def main() -> int:
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "bench-key",
             "DRIFT_DETECTOR": "lexical",
+            # Turns against a zero-latency model hold a connection briefly: a small pool
+            # per process leaves the shared PostgreSQL room for everything else.
+            "DATABASE_POOL_SIZE": "12",
         }
         for repeat in range(args.repeats):
             for label, workers, batch, kinds in servers:
