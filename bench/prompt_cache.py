@@ -19,8 +19,8 @@ then every message with its role.
 
 The scope has 10 promoted topics (about 100 tokens of summary each) and 8 durable facts,
 so the stable prefix alone passes the provider's 1,024-token minimum. Each window policy
-(``--blocks``: 1 is the strict sliding window of 20 messages; 10, the product's, trims
-ten messages at once) replays the same conversation in its own scope, so their caches
+(``--blocks``: 1 is the strict sliding window of 20 messages; 16, the product's, trims
+sixteen messages at once) replays the same conversation in its own scope, so their caches
 never mix.
 
 It prints, per policy, the chat calls' prompt tokens, cached tokens and cached share, the
@@ -359,7 +359,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=222, help="user turns (at least 200)")
     parser.add_argument(
-        "--blocks", default="1,10", help="window blocks to compare; 1 is the strict window"
+        "--blocks", default="1,16", help="window blocks to compare; 1 is the strict window"
     )
     args = parser.parse_args()
     blocks = [int(part) for part in args.blocks.split(",") if part.strip()]

@@ -14,8 +14,8 @@ cache keeps hitting from turn to turn:
    working memory as a last system message.
 
 The window is cache-aligned: it is trimmed ``ACTIVE_WINDOW_BLOCK`` messages at a time, at
-fixed positions of the topic (its 11th, 21st, 31st... message with the defaults), not one
-message a turn. Between two trims every request extends the one before it, so the
+fixed positions of the topic (from its 17th, 33rd, 49th... message with the defaults), not
+one message a turn. Between two trims every request extends the one before it, so the
 provider serves everything but the newest messages from its prompt cache; a window that
 slid by one message a turn would change the first message after the prefixes every turn.
 

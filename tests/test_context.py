@@ -33,21 +33,21 @@ def stable_text(session):
 
 @pytest.mark.parametrize(
     ("count", "first"),
-    [(20, 1), (21, 11), (30, 11), (31, 21), (40, 21), (400, 381), (401, 391)],
+    [(20, 1), (21, 17), (36, 17), (37, 33), (52, 33), (53, 49), (400, 385), (401, 385)],
 )
-def test_the_window_trims_ten_messages_at_once_and_never_holds_more_than_twenty(
+def test_the_window_trims_sixteen_messages_at_once_and_never_holds_more_than_twenty(
     session, count, first
 ):
     add_messages(session, count)
     window = window_of(assemble_context(session=session))
     assert [m["content"] for m in window] == [f"m{seq}" for seq in range(first, count + 1)]
-    assert 11 <= len(window) <= 20 or count <= 20
+    assert 5 <= len(window) <= 20
 
 
 def test_the_window_keeps_its_first_message_while_a_long_topic_grows(session):
     """Turn after turn of a long topic (a user message, a reply, now and then a tool round),
-    the window never passes 20 messages, and its first message changes only every ten
-    stored messages: five turns in a row past the first twenty messages, ten before."""
+    the window never passes 20 messages, and its first message changes only every sixteen
+    stored messages: eight turns in a row past the first twenty messages, ten before."""
     firsts, sizes = [], []
     for turn in range(60):
         add_message(session, Message.Role.USER, f"question {turn}")
@@ -60,16 +60,17 @@ def test_the_window_keeps_its_first_message_while_a_long_topic_grows(session):
     assert max(sizes) <= 20
     runs = [len(list(group)) for _, group in itertools.groupby(firsts)]
     assert runs[0] >= 9  # the topic's first 20 messages (one tool round among them)
-    assert min(runs[1:-1]) >= 4  # a trim drops ten messages: a tool round may cost a turn
-    assert sum(runs[1:-1]) / len(runs[1:-1]) >= 4
+    assert min(runs[1:-1]) >= 7  # a trim drops sixteen messages: a tool round costs a turn
+    assert len(runs) <= 10  # 138 messages: the first 20, then at most one trim per 16
 
 
 def test_the_inspector_shows_the_window_policy(session):
     add_messages(session, 27)
     span = assemble_context(session=session).as_dict()["window"]
-    assert span["topic_messages"] == 27 and span["kept"] == 17
-    assert span["max_messages"] == 20 and span["block"] == 10
-    assert "the oldest 10 are dropped at once" in span["policy"]
+    assert span["topic_messages"] == 27 and span["kept"] == 11
+    assert span["max_messages"] == 20 and span["block"] == 16
+    assert "the last 5 to 20 messages" in span["policy"]
+    assert "the oldest 16 are dropped at once" in span["policy"]
 
 
 def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):
@@ -89,29 +90,29 @@ def test_only_the_active_topic_is_in_the_window(session):
 
 
 def test_error_records_are_never_sent_to_the_model(session):
-    add_messages(session, 39)
+    add_messages(session, 35)
     add_message(session, Message.Role.ERROR, "provider timed out")
     add_message(session, Message.Role.USER, "retry please")
     window = window_of(assemble_context(session=session))
-    assert len(window) == 20  # 40 messages the model may see: the error is not one
+    assert len(window) == 20  # 36 messages the model may see: the error is not one
     assert all(m["content"] != "provider timed out" for m in window)
     assert window[-1]["content"] == "retry please"
 
 
 def test_a_tool_call_and_its_result_are_never_split_at_the_window_edge(session):
-    add_messages(session, 29)
-    add_tool_round(session, ["notes"], tag="edge")  # assistant call (30) + its result (31)
+    add_messages(session, 15)
+    add_tool_round(session, ["notes"], tag="edge")  # assistant call (16) + its result (17)
     add_messages(session, 19, prefix="after")
-    # The window of 50 messages starts at the 31st, the tool result: its call fell outside.
+    # The window of 36 messages starts at the 17th, the tool result: its call fell outside.
     window = window_of(assemble_context(session=session))
     assert_valid_openai_thread(window)
     assert window[0]["role"] != "tool"
-    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(32, 51)]
+    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(18, 37)]
 
 
 def test_a_call_inside_the_window_keeps_all_of_its_results(session):
-    add_messages(session, 20)
-    add_tool_round(session, ["notes", "important_info"], tag="in")
+    add_messages(session, 16)
+    add_tool_round(session, ["notes", "important_info"], tag="in")  # 17, 18 and 19
     add_messages(session, 17, prefix="after")
     window = window_of(assemble_context(session=session))
     assert_valid_openai_thread(window)
