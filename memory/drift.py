@@ -37,7 +37,10 @@ from memory.summarize import (
     apply_summary,
     confirm_summary,
     fallback_title,
+    prepare_summary,
     publish_topic_updated,
+    topic_history,
+    with_fresh_summary,
 )
 
 logger = logging.getLogger(__name__)
@@ -252,12 +255,40 @@ class ForkResult:
 def do_silent_fork(*, plan: ForkPlan, prepared: PreparedSummary | None = None) -> ForkResult | None:
     """Fork the session's active topic at ``plan.start_seq``; None when the plan is stale.
 
-    In one transaction, under the session row lock: create the new topic, relocate the
-    new subject's messages (the topic changes, the sequence numbers do not), summarize
-    the prior topic from what remains of it and its notes, archive those notes, then
-    make the new topic active. ``prepared`` is a summary computed before the lock from
-    the messages that stay; it is used only if they and the notes are unchanged, else
-    the summary is computed again here.
+    The prior topic's summary is made first, with no lock held (``prepared``, when given,
+    serves the first attempt); then :func:`_fork_locked` applies the fork under the lock
+    without calling the model, and when the prior topic changed meanwhile (its notes, say)
+    the summary is made again and the fork retried (``with_fresh_summary``).
+    """
+    given = prepared
+
+    def prepare() -> PreparedSummary | None:
+        nonlocal given
+        if given is not None:
+            ready, given = given, None
+            return ready
+        prior = Topic.objects.filter(pk=plan.topic_id, is_active=True).first()
+        if prior is None or not topic_history(prior, before_seq=plan.start_seq):
+            return None
+        return prepare_summary(topic=prior, before_seq=plan.start_seq)
+
+    return with_fresh_summary(
+        prepare,
+        lambda prepared, accept_stale: _fork_locked(
+            plan=plan, prepared=prepared, accept_stale=accept_stale
+        ),
+    )
+
+
+def _fork_locked(
+    *, plan: ForkPlan, prepared: PreparedSummary | None, accept_stale: bool
+) -> ForkResult | None:
+    """The fork itself, one transaction under the session row lock.
+
+    Create the new topic, relocate the new subject's messages (the topic changes, the
+    sequence numbers do not), apply the prior topic's prepared summary (made from the
+    messages that stay and its notes; StaleSummary rolls all of it back when they
+    changed), archive those notes, then make the new topic active.
 
     Idempotent: a replayed plan finds its topic no longer active and does nothing.
     """
@@ -289,7 +320,8 @@ def do_silent_fork(*, plan: ForkPlan, prepared: PreparedSummary | None = None) -
         relocated = [pk for pk, _, _ in moving]
         Message.objects.filter(pk__in=relocated).update(topic=topic)
 
-        apply_summary(topic=prior, summary=confirm_summary(prepared, topic=prior))
+        summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
+        apply_summary(topic=prior, summary=summary)
         Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
         prior.is_active = False
         prior.closed_at = timezone.now()

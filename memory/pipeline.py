@@ -46,7 +46,16 @@ from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.drift import do_silent_fork, get_drift_detector, plan_fork
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Session, Topic
-from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
+from memory.summarize import (
+    STALE_ATTEMPTS,
+    PreparedSummary,
+    apply_summary,
+    confirm_summary,
+    prepare_summary,
+    publish_topic_updated,
+    topic_history,
+    with_fresh_summary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -185,9 +194,10 @@ def _evaluation_lock(session_id: int) -> Iterator[bool]:
 
 
 def _lock_seconds() -> int:
-    """Long enough for a detector call and a summary call, each with its retries."""
+    """Long enough for a detector call and the summary calls (prepared again at most
+    ``STALE_ATTEMPTS`` times when the topic changes meanwhile), each with its retries."""
     attempts = settings.LLM_MAX_RETRIES + 1
-    return int(2 * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
+    return int((1 + STALE_ATTEMPTS) * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
 
 
 def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:
@@ -207,9 +217,7 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
         scan_back=settings.DRIFT_SCAN_BACK,
     )
     if plan is not None:
-        # The model call for the prior topic's summary happens before any lock is held.
-        prepared = prepare_summary(topic=topic, before_seq=plan.start_seq)
-        fork = do_silent_fork(plan=plan, prepared=prepared)
+        fork = do_silent_fork(plan=plan)  # the summary call happens before its lock
         if fork is None:
             return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
         return EvaluationOutcome("forked", verdict.reason, topic.pk, fork.topic.pk)
@@ -224,13 +232,24 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
     The session's drift result is left as it is: it sits in the stable prefix, and a
     refresh that found no new subject must not invalidate the provider's cache of
     everything after it. Only a fork (memory/drift.py) or a new topic changes it."""
-    prepared = prepare_summary(topic=topic)
-    with transaction.atomic():
-        topic = (
-            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
-        )
-        changed = apply_summary(topic=topic, summary=prepared.summary)
-        topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
-        topic.save(update_fields=["evaluated_through_seq"])
-        if changed:
-            publish_topic_updated(topic, reason="refresh")
+    topic_id = topic.pk
+
+    def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
+        with transaction.atomic():
+            topic = (
+                Topic.objects.select_for_update(of=("self",))
+                .select_related("session")
+                .get(pk=topic_id)
+            )
+            summary = confirm_summary(
+                prepared, topic=topic, accept_stale=accept_stale, accept_growth=True
+            )
+            changed = apply_summary(topic=topic, summary=summary)
+            topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
+            topic.save(update_fields=["evaluated_through_seq"])
+            if changed:
+                publish_topic_updated(topic, reason="refresh")
+        return topic
+
+    # The model call happens before the topic row is locked (memory/summarize.py).
+    with_fresh_summary(lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit)

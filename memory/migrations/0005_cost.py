@@ -23,7 +23,7 @@ def count_conversation_messages(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0002_search_portable_ids"),
+        ("memory", "0004_summaries"),
     ]
 
     operations = [
