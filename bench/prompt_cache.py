@@ -25,8 +25,11 @@ never mix.
 
 It prints, per policy, the chat calls' prompt tokens, cached tokens and cached share, the
 upper limit (1 − new tokens / prompt tokens), the summary calls and their prompt tokens,
-and the largest chat prompt through turn 50 and through the last turn; then a last JSON
-line for the product's policy next to the strict one::
+the largest chat prompt through turn 50 and through the last turn, and the prompts of
+turns 50 and 200. A last replay with the product's window re-sends the whole history in
+every summary (``SUMMARY_INCREMENTAL=false``: how summaries worked before they became
+incremental), the summaries' same-run baseline. Then a last JSON line for the product's
+policy next to the strict one::
 
     {"bench": "prompt_cache", "share": …, "strict_share": …, "summary_tokens": …,
      "max_prompt_tokens": …, ...}
@@ -307,8 +310,10 @@ def build_scope(*, name: str):
     return Session.objects.start(user=user, agent=agent)
 
 
-def replay(*, block: int, script, provider: Provider, name: str) -> dict:
+def replay(*, block: int, script, provider: Provider, name: str, incremental: bool = True) -> dict:
     """One policy: the whole conversation through the turn path and the heartbeat."""
+    from django.conf import settings
+
     import memory.context
     import memory.pipeline
     from chat.turn import do_send_message
@@ -320,6 +325,7 @@ def replay(*, block: int, script, provider: Provider, name: str) -> dict:
         (session_id, reason)
     )
     memory.context.ACTIVE_WINDOW_BLOCK = block
+    settings.SUMMARY_INCREMENTAL = incremental
     session = build_scope(name=name)
     first_call = len(provider.calls)
     outcomes: list[str] = []
@@ -337,8 +343,13 @@ def replay(*, block: int, script, provider: Provider, name: str) -> dict:
     prompt = sum(call.prompt_tokens for call in chat)
     cached = sum(call.cached_tokens for call in chat)
     new = sum(call.new_tokens for call in chat)
+
+    def largest_at(turn: int) -> int:
+        return max((call.prompt_tokens for call in chat if call.turn == turn), default=0)
+
     return {
         "block": block,
+        "incremental": incremental,
         "turns": len(script),
         "chat_calls": len(chat),
         "prompt_tokens": prompt,
@@ -350,6 +361,8 @@ def replay(*, block: int, script, provider: Provider, name: str) -> dict:
         "largest_summary": max((call.prompt_tokens for call in summaries), default=0),
         "max_prompt_50": max(call.prompt_tokens for call in chat if call.turn <= 50),
         "max_prompt_tokens": max(call.prompt_tokens for call in chat),
+        "prompt_at_50": largest_at(50),
+        "prompt_at_200": largest_at(200),
         "forks": outcomes.count("forked"),
         "topics": Topic.objects.filter(session=session).count(),
     }
@@ -391,6 +404,14 @@ def main() -> int:
             replay(block=block, script=script, provider=provider, name=f"bench{block}")
             for block in blocks
         ]
+        # Today's summaries, for the same conversation: the whole history every refresh.
+        whole = replay(
+            block=ACTIVE_WINDOW_BLOCK,
+            script=script,
+            provider=provider,
+            name="bench-whole-history",
+            incremental=False,
+        )
     finally:
         if fake is not None:
             fake.close()
@@ -414,11 +435,15 @@ def main() -> int:
         "max sum. tok",
         "max@50",
         "max@end",
+        "turn 50",
+        "turn 200",
         "forks",
     )
     print("  ".join(f"{h:>12}" for h in header))
-    for row in results:
+    for row in [*results, whole]:
         label = "strict 20" if row["block"] == 1 else f"20 - {row['block']}"
+        if not row["incremental"]:
+            label += " (a)"
         cells = (
             label,
             row["prompt_tokens"],
@@ -430,13 +455,16 @@ def main() -> int:
             row["largest_summary"],
             row["max_prompt_50"],
             row["max_prompt_tokens"],
+            row["prompt_at_50"],
+            row["prompt_at_200"],
             row["forks"],
         )
         print("  ".join(f"{c:>12}" for c in cells))
     print(
         "window: 'strict 20' slides one message a turn; '20 - B' holds 21-B to 20 messages "
         "and drops the oldest B at once. share and limit count chat calls; summaries are "
-        "the heartbeat's and the forks' summary calls."
+        "the heartbeat's and the forks' summary calls. (a): summaries re-sending the whole "
+        "history every refresh (SUMMARY_INCREMENTAL=false), the summaries' baseline."
     )
     product = next((row for row in results if row["block"] == ACTIVE_WINDOW_BLOCK), results[-1])
     strict = next((row for row in results if row["block"] == 1), None)
@@ -453,8 +481,12 @@ def main() -> int:
                 "cached_tokens": product["cached_tokens"],
                 "summary_tokens": product["summary_tokens"],
                 "summary_calls": product["summary_calls"],
+                "whole_history_summary_tokens": whole["summary_tokens"],
+                "summary_ratio": round(product["summary_tokens"] / whole["summary_tokens"], 3),
                 "max_prompt_tokens": product["max_prompt_tokens"],
-                "max_prompt_tokens_at_50": product["max_prompt_50"],
+                "max_prompt_tokens_through_50": product["max_prompt_50"],
+                "prompt_tokens_at_50": product["prompt_at_50"],
+                "prompt_tokens_at_200": product["prompt_at_200"],
             }
         )
     )

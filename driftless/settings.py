@@ -127,8 +127,10 @@ if DATABASE_URL:
     DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 40)
     if DATABASE_POOL_SIZE:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them open; Django needs 0
-        DATABASES["default"]["OPTIONS"] = {
-            "pool": {"min_size": 2, "max_size": DATABASE_POOL_SIZE, "timeout": 30}
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 2,
+            "max_size": DATABASE_POOL_SIZE,
+            "timeout": 30,
         }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
