@@ -80,9 +80,7 @@ def test_database_url_options_reach_the_connection(tmp_path):
 
 
 @pytest.mark.parametrize(("size", "expected"), [("", "40 0"), ("12", "12 0"), ("0", "None 60")])
-def test_each_server_process_keeps_a_bounded_pool_of_database_connections(
-    tmp_path, size, expected
-):
+def test_each_server_process_keeps_a_bounded_pool_of_database_connections(tmp_path, size, expected):
     """Turn threads borrow a pooled connection (CONN_MAX_AGE must then be 0);
     DATABASE_POOL_SIZE=0 falls back to persistent per-thread connections."""
     script = (
