@@ -210,19 +210,50 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
     if topic.evaluated_through_seq >= history[-1].seq:
         return EvaluationOutcome("skipped", "no new message since the last evaluation", topic.pk)
 
-    verdict, plan = plan_fork(
-        topic=topic,
-        history=history,
-        detector=detector or get_drift_detector(),
-        scan_back=settings.DRIFT_SCAN_BACK,
-    )
-    if plan is not None:
+    detector = detector or get_drift_detector()
+    forks = fork_while_drifting(topic=topic, history=history, detector=detector)
+    if forks is None:
+        return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
+    active, reasons = forks
+    if active.pk != topic.pk:  # forked: the new subject is judged, its summary waits
+        return EvaluationOutcome("forked", "; ".join(reasons), topic.pk, active.pk)
+    _refresh(topic=topic, through_seq=history[-1].seq)
+    return EvaluationOutcome("refreshed", reasons[-1], topic.pk)
+
+
+def fork_while_drifting(
+    *, topic: Topic, history: list[Message], detector: DriftDetector
+) -> tuple[Topic, list[str]] | None:
+    """Fork the active topic at every new subject the detector finds in its window.
+
+    After a fork the new topic (the relocated messages, all inside the first window) is
+    judged again, so a stretch between two evaluations that holds two new subjects forks
+    twice; each fork relocates at most ``DRIFT_SCAN_BACK`` messages. Returns the topic
+    that ends active and the detector's reasons, or None when a fork found its topic no
+    longer active before any fork (another evaluation or the user got there first).
+    """
+    scan_back = settings.DRIFT_SCAN_BACK
+    unjudged = sum(1 for m in history if m.seq > topic.evaluated_through_seq)
+    if unjudged > scan_back:
+        logger.warning(
+            "topic %s: %d unjudged messages, only the last %d can be relocated",
+            topic.pk,
+            unjudged,
+            scan_back,
+        )
+    reasons: list[str] = []
+    for _ in range(scan_back):  # every fork consumes messages of the window
+        verdict, plan = plan_fork(
+            topic=topic, history=history, detector=detector, scan_back=scan_back
+        )
+        reasons.append(verdict.reason)
+        if plan is None:
+            break
         fork = do_silent_fork(plan=plan)  # the summary call happens before its lock
         if fork is None:
-            return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
-        return EvaluationOutcome("forked", verdict.reason, topic.pk, fork.topic.pk)
-    _refresh(topic=topic, through_seq=history[-1].seq)
-    return EvaluationOutcome("refreshed", verdict.reason, topic.pk)
+            return None if len(reasons) == 1 else (topic, reasons)
+        topic, history = fork.topic, topic_history(fork.topic)
+    return topic, reasons
 
 
 def _refresh(*, topic: Topic, through_seq: int) -> None:
