@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python bench/chat_load.py [--embedded] [--clients 10] [--load-clients 100]
-                              [--messages 4] [--repeats 3]
+                              [--messages 4] [--repeats 3] [--rows cpu,load]
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible
 model in this process (tests/fake_openai.py, answering every request at once, word by
@@ -476,6 +476,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=4, help="messages each client sends")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the three servers")
     parser.add_argument("--row-timeout", type=float, default=600.0, help="seconds per row")
+    parser.add_argument("--rows", default="cpu,load", help="which rows: cpu, load or both")
     args = parser.parse_args()
     if not 1 <= args.clients <= 500 or not 1 <= args.load_clients <= 500:
         parser.error("clients must be 1..500")
@@ -488,7 +489,14 @@ def main() -> int:
     }
 
     env = configure(embedded=args.embedded)
-    servers = [entry for entry in SERVERS if not (args.embedded and entry[1] > 1)]
+    wanted = {part.strip() for part in args.rows.split(",")}
+    if not wanted or not wanted <= {"cpu", "load"}:
+        parser.error("rows: cpu, load or cpu,load")
+    servers = [
+        (label, workers, batch, tuple(kind for kind in kinds if kind in wanted))
+        for label, workers, batch, kinds in SERVERS
+        if not (args.embedded and workers > 1) and wanted & set(kinds)
+    ]
     rows: list[dict] = []
     fake = server = None
     started = time.perf_counter()
