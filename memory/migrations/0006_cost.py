@@ -23,7 +23,7 @@ def count_conversation_messages(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0004_summaries"),
+        ("memory", "0005_curation"),
     ]
 
     operations = [
