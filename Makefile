@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test worker lint bench
+.PHONY: install run serve test worker lint bench
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -18,6 +18,17 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	$(PY) manage.py runserver $(HOST):$(PORT)
+
+# Several ASGI worker processes behind one port (uvicorn's supervisor): the full setup
+# only, since the processes share their state through PostgreSQL and Redis.
+WORKERS ?= 2
+serve: install
+	@test -n "$$DATABASE_URL" -a -n "$$REDIS_URL" || { \
+		echo "make serve runs $(WORKERS) processes that share PostgreSQL and Redis:" \
+			"set DATABASE_URL and REDIS_URL (or use make run)"; exit 2; }
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/uvicorn driftless.asgi:application --host $(HOST) --port $(PORT) \
+		--workers $(WORKERS) --ws websockets-sansio --lifespan off
 
 test: install
 	$(PY) -m pytest
@@ -34,6 +45,7 @@ DRIFT_DATA ?=
 
 bench: install
 	$(PY) bench/chat_load.py
+	$(PY) bench/prompt_cache.py
 	$(PY) bench/context_assembly.py
 	$(PY) bench/summary_cost.py
 	@for data in $(if $(DRIFT_DATA),$(DRIFT_DATA)/tiage-dev.jsonl \

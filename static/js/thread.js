@@ -14,6 +14,10 @@
   const { el, icon } = D;
   const md = global.DriftlessMarkdown;
   const NEAR_BOTTOM_PX = 140;
+  // The server sends reply text in batches (at most one event per ~100 ms): each batch is
+  // revealed over about this many animation frames, so the text flows as it did token by
+  // token while the next batch is on its way.
+  const REVEAL_FRAMES = 6;
   const BRIEF_LIMIT = 80;
 
   function parseJson(text) {
@@ -51,7 +55,7 @@
     const rendered = new Map(); // message id -> node
     const chips = new Map(); // tool call id -> chip parts
     let group = null; // the open assistant row { node, body }
-    let stream = null; // { turnId, part, mdNode, text, frame }
+    let stream = null; // { turnId, part, mdNode, text, shown, frame, group }
     let working = null;
     let failure = null;
     let pending = null; // the user's message on its way: { content, node }
@@ -202,11 +206,18 @@
       );
     }
 
+    /** One animation frame of the stream: reveal a share of what has arrived. */
     function renderStream() {
       stream.frame = 0;
+      const { text } = stream;
+      let shown = Math.min(text.length, stream.shown + Math.ceil((text.length - stream.shown) / REVEAL_FRAMES));
+      const code = text.charCodeAt(shown - 1);
+      if (code >= 0xd800 && code <= 0xdbff) shown += 1; // never split a surrogate pair
+      stream.shown = shown;
       keepScrolled(() => {
-        stream.mdNode.innerHTML = md.render(stream.text);
+        stream.mdNode.innerHTML = md.render(text.slice(0, shown));
       });
+      if (shown < text.length) stream.frame = requestAnimationFrame(renderStream);
     }
 
     const api = {
@@ -250,7 +261,7 @@
           const open = openGroup();
           open.body.append(part);
           open.node.setAttribute("aria-busy", "true");
-          stream = { turnId, part, mdNode, text: "", frame: 0, group: open };
+          stream = { turnId, part, mdNode, text: "", shown: 0, frame: 0, group: open };
           api.setWorking(true);
         }
         stream.text += text;
