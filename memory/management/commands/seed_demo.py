@@ -11,8 +11,8 @@ DEMO_SOUL = (
     "answers short unless asked for depth."
 )
 DEMO_SKILLS = (
-    "Planning and decisions; writing and editing; explaining technical topics; keeping "
-    "durable facts with important_info and working notes with notes."
+    "Planning and decisions; writing and editing; explaining technical topics; remembering "
+    "durable facts about you and keeping working notes for each topic."
 )
 
 
