@@ -92,7 +92,7 @@ def chat(request, session_id: int):
             {
                 "id": other.pk,
                 "title": other.title,
-                "shown_title": shown_title(other),
+                "shown_title": other.title or other.active_topic_title or "",
                 "agent_name": other.agent.name,
                 "updated_at": other.updated_at.isoformat(),
             }

@@ -9,6 +9,10 @@
  * are sent one after another so the last press wins, and server events for a topic with
  * presses still in flight do not make the icon flicker back.
  *
+ * On hover and on keyboard focus, a visible label beside the brain names its state (the
+ * legend above the list explains all three the first time); screen readers get the same
+ * words from the description.
+ *
  * Rows are patched in place, never rebuilt, so keyboard focus stays on the button.
  */
 (function (global) {
@@ -58,6 +62,7 @@
         icon("brain", "brain-icon")
       );
       parts.desc = el("span", { id: descId, class: "visually-hidden" });
+      parts.tip = el("span", { class: "brain-tip", "aria-hidden": "true" });
       parts.title = el("span", { class: "topic-title" });
       parts.meta = el("span", { class: "topic-meta" });
       parts.open = el("button", { type: "button", class: "topic-open", onclick: () => onOpen(id) }, parts.title, parts.meta);
@@ -67,7 +72,7 @@
         { type: "button", class: "topic-expand", "aria-expanded": "false", "aria-controls": summaryId, onclick: () => toggleSummary(id) },
         icon("chevron-down")
       );
-      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.desc);
+      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.desc, parts.tip);
       return parts;
     }
 
@@ -103,7 +108,8 @@
       row.expand.setAttribute("aria-label", "Show the summary of " + name);
       row.brain.dataset.state = state;
       row.brain.setAttribute("aria-label", "Memory: " + name);
-      row.brain.title = STATE_TEXT[state] + ". Click to " + ACTION_TEXT[state] + ".";
+      row.tip.textContent = STATE_TEXT[state] + " · click to " + ACTION_TEXT[state];
+      row.tip.dataset.state = state;
       row.desc.textContent = STATE_TEXT[state] + ". Press to " + ACTION_TEXT[state] + ".";
       if (pending.has(id)) row.brain.setAttribute("aria-busy", "true");
       else row.brain.removeAttribute("aria-busy");

@@ -16,6 +16,11 @@ DEMO_SKILLS = (
 )
 
 
+# What earlier versions gave the demo agent: refreshed to DEMO_SKILLS, unless edited since.
+PREVIOUS_DEMO_SKILLS = (
+    "Planning and decisions; writing and editing; explaining technical topics; keeping "
+    "durable facts with important_info and working notes with notes."
+)
 DEFAULT_URL = "http://127.0.0.1:8000/"
 WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 
@@ -53,6 +58,9 @@ class Command(BaseCommand):
             name="Drift",
             defaults={"soul": DEMO_SOUL, "skills": DEMO_SKILLS},
         )
+        Agent.objects.filter(
+            organization=organization, name="Drift", skills=PREVIOUS_DEMO_SKILLS
+        ).update(skills=DEMO_SKILLS)
         User = get_user_model()
         user, created = User.objects.get_or_create(
             username=username, defaults={"is_staff": True, "is_superuser": True}
