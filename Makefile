@@ -25,6 +25,11 @@ test: install
 worker: install
 	$(PY) -m celery -A driftless worker --loglevel=info
 
+# The README's pictures, from a scripted scene in headless Chromium (needs the PostgreSQL
+# and Redis the browser tests use). Tests never write them.
+screenshots: install
+	DRIFTLESS_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/browser/test_screenshots.py -q
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
