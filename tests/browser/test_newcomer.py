@@ -216,3 +216,37 @@ def test_the_brain_legend_teaches_the_three_states_then_stays_one_click_away(ope
     page.locator(".topic-open").hover()
     page.locator(".topic .brain").hover()
     assert tip.is_visible()
+
+
+@pytest.mark.parametrize("model", ["topic", "session", "message"])
+def test_admin_lists_read_well_at_1280_px(live, login, page, alice, agent, model):
+    from django.contrib.auth import get_user_model
+
+    admin_user = get_user_model().objects.create_superuser("root", password="pw-root")
+    title = "Deploy on Heroku or Fly.io: costs, regions and the migration plan"
+    for n in range(3):
+        session = Session.objects.start(user=alice, agent=agent, title=f"Planning session {n}")
+        Topic.objects.filter(pk=session.active_topic().pk).update(title=title)
+        session.append_message(role=Message.Role.USER, content="hello " * 30)
+    login(admin_user)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    response = page.goto(f"{live}/admin/memory/{model}/")
+    assert response.status == 200, page.content()[:2000]
+
+    first_row = page.locator("#result_list tbody tr").first
+    # No column is cut: the table fits its box, the date column included.
+    fits = page.evaluate(
+        "() => { const box = document.querySelector('#changelist .results');"
+        " return box.scrollWidth <= box.clientWidth; }"
+    )
+    assert fits, "the list is wider than its box at 1280 px"
+    date = first_row.locator("td.field-created_at, td.field-updated_at").first
+    assert date.evaluate("td => getComputedStyle(td).whiteSpace") == "nowrap"
+    if model == "topic":
+        cell = first_row.locator(".field-__str__")
+        words = cell.inner_text().split()
+        lines = cell.evaluate(
+            "td => { const r = document.createRange(); r.selectNodeContents(td);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; }"
+        )
+        assert lines <= len(words) // 3, f"{lines} lines for {len(words)} words"
