@@ -19,6 +19,7 @@ from chat.api.scoping import owned_session_or_404
 from chat.api.serializers import MESSAGE_PAGE_SIZE
 from memory.events import message_payload, topic_payload
 from memory.models import Agent, Message, Session, Topic
+from memory.search import SearchError, marked_segments, search_memory
 from memory.thread import topic_page
 
 UNTITLED_SESSION = "New conversation"
@@ -104,3 +105,17 @@ def chat(request, session_id: int):
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})
+
+
+@login_required
+def search(request):
+    """The search page: the caller's own facts, topics and messages, linked to their topic."""
+    query = request.GET.get("q", "")
+    hits, error = [], ""
+    if query.strip():
+        try:
+            hits = search_memory(user=request.user, query=query)
+        except SearchError as err:
+            error = str(err).removeprefix("q: ")
+    results = [{"hit": hit, "segments": marked_segments(hit.snippet, query=query)} for hit in hits]
+    return render(request, "chat/search.html", {"query": query, "results": results, "error": error})
