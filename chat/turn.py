@@ -26,7 +26,8 @@ from typing import Literal
 
 from django.core.cache import cache
 
-from chat.mcp import McpToolSource
+from chat.errors import log_error, public_failure
+from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory.context import ContextStack, assemble_context, render_window
 from memory.events import publish, publish_on_commit
@@ -53,6 +54,14 @@ class TurnBusy(Exception):
 
     def __init__(self) -> None:
         super().__init__(TURN_IN_PROGRESS_MESSAGE)
+
+
+class AccessEnded(Exception):
+    """The session's user lost access mid-turn (left the organization, was deactivated):
+    the model is not asked again."""
+
+    def __init__(self) -> None:
+        super().__init__("the turn stopped: you no longer have access to this session")
 
 
 class NothingToRetry(Exception):
@@ -159,16 +168,24 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
         {"type": "turn.started", "turn_id": result.turn_id, "user_message_id": user_message.pk},
     )
     try:
-        with McpToolSource(session.agent.mcp_servers) as mcp:
+        with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
             stack = assemble_context(
                 session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
             )
             _converse(session=session, stack=stack, mcp=mcp, lock=lock, result=result)
+    except AccessEnded as err:
+        _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
-        _fail(session, result, failure="model", text=str(err))
-    except Exception:
-        logger.exception("turn %s of session %s failed", result.turn_id, session.pk)
-        _fail(session, result, failure="internal", text=INTERNAL_ERROR_TEXT)
+        # The user reads why, without the endpoint's address; the log has it all.
+        error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
+        _fail(session, result, failure="model", text=public_failure(str(err), error_id))
+    except Exception as err:
+        error_id = log_error(
+            "turn %s of session %s failed", result.turn_id, session.pk, exc_info=err
+        )
+        _fail(
+            session, result, failure="internal", text=public_failure(INTERNAL_ERROR_TEXT, error_id)
+        )
     return result
 
 
@@ -199,6 +216,8 @@ def _converse(
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
     for round_number in range(MAX_TOOL_ROUNDS + 1):
+        if round_number and not session.still_reachable():
+            raise AccessEnded()
         lock.refresh(force=True)
         completion = _stream(model, messages, stack.tools, session, result.turn_id, lock)
         result.add_usage(completion.usage)
