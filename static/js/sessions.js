@@ -123,6 +123,8 @@
       load(payloads) {
         for (const payload of payloads) upsert(payload);
         order();
+        // A long list opens scrolled to the current session.
+        rows.get(currentId)?.li.scrollIntoView({ block: "nearest" });
       },
       /** Read the list again (another tab may have started, renamed or deleted one). */
       async refresh() {

@@ -87,6 +87,20 @@ def test_the_sidebar_lists_creates_renames_and_switches_sessions(open_chat, alic
     assert page.locator(".session-item").count() == 3
 
 
+def test_a_long_session_list_opens_scrolled_to_the_current_session(open_chat, alice, agent):
+    current = Session.objects.start(user=alice, agent=agent, title="The one I am in")
+    Session.objects.filter(pk=current.pk).update(updated_at=timezone.now() - timedelta(days=30))
+    for n in range(25):
+        Session.objects.start(user=alice, agent=agent, title=f"Newer session {n}")
+    page = open_chat(current)
+    row = session_row(page, current)
+    assert row.evaluate(
+        "li => { const box = li.closest('.session-nav').getBoundingClientRect();"
+        " const r = li.getBoundingClientRect();"
+        " return r.top >= box.top && r.bottom <= box.bottom; }"
+    )
+
+
 def test_the_sidebar_follows_sessions_started_elsewhere_when_the_tab_comes_back(
     open_chat, alice, agent, session
 ):
