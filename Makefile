@@ -43,9 +43,11 @@ DRIFT_FILES := tiage-dev.jsonl superdialseg-validation.jsonl
 bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/summary_cost.py
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
 		for interval in 1 10; do $(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; done; \
 	done
+	$(PY) bench/drift_quality.py --data bench/data/product-test.jsonl --replies offline
 	@if [ -z "$(DRIFT_DATA)" ]; then \
 		echo "bench: skipped drift quality on $(DRIFT_FILES): set DRIFT_DATA=<directory holding them>, e.g. make bench DRIFT_DATA=~/data/drift"; \
 	else for name in $(DRIFT_FILES); do \
