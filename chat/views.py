@@ -6,8 +6,9 @@ trip; after that the websocket and the REST API keep it current. Pages that show
 are never cached (a Back button must not bring back an old copy).
 """
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.middleware.csrf import get_token
@@ -17,8 +18,9 @@ from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
 from chat.api.serializers import MESSAGE_PAGE_SIZE
+from chat.turn import TurnBusy, do_delete_session_between_turns
 from memory.events import message_payload, topic_payload
-from memory.models import Agent, Message, Session, Topic
+from memory.models import Agent, Deletion, Message, Session, Topic
 from memory.search import SearchError, marked_segments, search_memory
 from memory.thread import topic_page
 
@@ -105,6 +107,31 @@ def chat(request, session_id: int):
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})
+
+
+@login_required
+def delete_session(request, session_id: int):
+    """Ask, then delete: the page says plainly that it is permanent."""
+    session = owned_session_or_404(request.user, session_id)
+    if request.method == "POST":
+        try:
+            do_delete_session_between_turns(
+                session=session, deleted_by=request.user, via=Deletion.Via.USER
+            )
+        except TurnBusy as busy:
+            messages.error(request, f"Not deleted: {busy}")
+            return redirect("delete-session", session_id=session.pk)
+        messages.success(request, f"“{session}” was deleted permanently.")
+        return redirect("home")
+    counts = session.topics.aggregate(
+        topics=Count("pk"),
+        in_memory=Count("pk", filter=Q(keep_in_memory=True) | Q(deprecated=True)),
+    )
+    return render(
+        request,
+        "chat/delete_session.html",
+        {"session": session, "messages_total": session.messages.count(), **counts},
+    )
 
 
 @login_required

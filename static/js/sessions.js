@@ -1,6 +1,7 @@
 /*
  * The sessions list beside the chat: the user's sessions, latest first, each a link to its
- * chat page, the current one marked, with Rename (PATCH /agents-api/sessions/<id>/).
+ * chat page, the current one marked, with Rename (PATCH /agents-api/sessions/<id>/) and
+ * Delete (a link to the page that asks for confirmation, /sessions/<id>/delete/).
  *
  * The list arrives with the page; the current session's row follows its own events (a new
  * message moves it to the top, its active topic names it while it has no title of its
@@ -40,7 +41,8 @@
       parts.meta = el("span", { class: "session-meta" });
       parts.link = el("a", { class: "session-link", href: "/sessions/" + id + "/" }, parts.title, parts.meta);
       parts.rename = el("button", { type: "button", class: "icon-btn session-rename", onclick: () => startRename(id) }, icon("edit"));
-      parts.li = el("li", { class: "session-item", dataset: { sessionId: String(id) } }, parts.link, parts.rename);
+      parts.remove = el("a", { class: "icon-btn session-delete", href: "/sessions/" + id + "/delete/" }, icon("trash"));
+      parts.li = el("li", { class: "session-item", dataset: { sessionId: String(id) } }, parts.link, parts.rename, parts.remove);
       return parts;
     }
 
@@ -57,6 +59,8 @@
       else row.link.removeAttribute("aria-current");
       row.rename.setAttribute("aria-label", "Rename “" + name + "”");
       row.rename.title = "Rename";
+      row.remove.setAttribute("aria-label", "Delete “" + name + "”");
+      row.remove.title = "Delete permanently";
     }
 
     function order() {
@@ -91,6 +95,7 @@
         const title = input.value.trim();
         input.replaceWith(row.link);
         row.rename.hidden = false;
+        row.remove.hidden = false;
         row.rename.focus();
         if (!save || title === (session.title || "")) return;
         try {
@@ -115,6 +120,7 @@
       input.addEventListener("blur", () => finish(true));
       row.link.replaceWith(input);
       row.rename.hidden = true;
+      row.remove.hidden = true;
       input.focus();
       input.select();
     }

@@ -24,7 +24,13 @@ def session_row(page, session):
     return page.locator(f'.session-item[data-session-id="{session.pk}"]')
 
 
-def test_the_sidebar_lists_creates_renames_and_switches_sessions(open_chat, alice, bob, agent):
+def session_link(page, session):
+    return session_row(page, session).locator("a.session-link")
+
+
+def test_the_sidebar_lists_creates_renames_deletes_and_switches_sessions(
+    open_chat, live, alice, bob, agent
+):
     older = Session.objects.start(user=alice, agent=agent, title="Lisbon trip")
     Session.objects.filter(pk=older.pk).update(updated_at=timezone.now() - timedelta(days=2))
     current = Session.objects.start(user=alice, agent=agent)
@@ -39,7 +45,7 @@ def test_the_sidebar_lists_creates_renames_and_switches_sessions(open_chat, alic
         current.pk,
         older.pk,
     ]
-    assert session_row(page, current).locator("a").get_attribute("aria-current") == "page"
+    assert session_link(page, current).get_attribute("aria-current") == "page"
     assert session_row(page, current).locator(".session-title").inner_text() == "Database choice"
     assert "2 days ago" in session_row(page, older).inner_text()
     assert "Bob" not in page.locator("#session-list").inner_text()
@@ -65,16 +71,29 @@ def test_the_sidebar_lists_creates_renames_and_switches_sessions(open_chat, alic
     assert session_row(page, older).locator(".session-title").inner_text() == "Lisbon, May"
 
     # Renaming the current session names the page too.
-    session_row(page, current).get_by_role("button").click()
+    session_row(page, current).locator(".session-rename").click()
     page.keyboard.type("Postgres or not")
     page.keyboard.press("Enter")
     page.locator("#session-name", has_text="Postgres or not").wait_for()
 
     # Switches.
-    session_row(page, older).locator("a").click()
+    session_link(page, older).click()
     page.wait_for_url(f"**/sessions/{older.pk}/")
     page.wait_for_selector("#conn[data-state=open]")
-    assert session_row(page, older).locator("a").get_attribute("aria-current") == "page"
+    assert session_link(page, older).get_attribute("aria-current") == "page"
+
+    # Deletes, after the confirmation page, from the list beside the chat.
+    doomed = Session.objects.start(user=alice, agent=agent, title="Throwaway")
+    page.reload()
+    page.wait_for_selector("#conn[data-state=open]")
+    session_row(page, doomed).get_by_role("link", name="Delete “Throwaway”").click()
+    page.wait_for_url(f"**/sessions/{doomed.pk}/delete/")
+    page.get_by_role("button", name="Delete permanently").click()
+    page.wait_for_url(f"{live}/")
+    assert not Session.objects.filter(pk=doomed.pk).exists()
+    page.goto(f"{live}/sessions/{older.pk}/")
+    page.wait_for_selector("#conn[data-state=open]")
+    assert session_row(page, doomed).count() == 0
 
     # Creates: New chat starts a session with the same agent and lists it first.
     page.get_by_role("button", name="New chat").click()

@@ -16,6 +16,7 @@ from django.utils import timezone
 from memory.curation import do_user_curation
 from memory.facts import set_fact
 from memory.models import MemoryState, Notes, Session, Topic
+from tests.memory_builders import add_messages
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
 
@@ -40,6 +41,7 @@ def build_scene(alice, agent) -> Session:
                 title="Lisbon trip",
                 summary="Lisbon, 12–19 May; trains only, no flights; budget €1,800; Alfama.",
             )
+            add_messages(earlier, 2, topic=trip, prefix="Lisbon: ")
             do_user_curation(topic=trip, state=MemoryState.PROMOTED, user=alice)
 
     session = Session.objects.start(user=alice, agent=agent, title="Messages table design")
@@ -67,6 +69,7 @@ def build_scene(alice, agent) -> Session:
         )
         topic.refresh_from_db()
         if state != MemoryState.NONE:
+            add_messages(session, 2, topic=topic, prefix=f"{title}: ")  # what it remembers
             do_user_curation(topic=topic, state=state, user=alice)
     active = Topic.objects.create(
         session=session, origin=Topic.Origin.DRIFT, title="Message indexes"

@@ -16,7 +16,9 @@ def brain(page, topic):
 
 def test_clicking_a_brain_cycles_gray_teal_red_gray_and_each_state_sticks(open_chat, session):
     topic = session.active_topic()
-    Topic.objects.filter(pk=topic.pk).update(title="Trip planning")
+    Topic.objects.filter(pk=topic.pk).update(title="Trip planning", summary="Lisbon in May.")
+    session.append_message(role=Message.Role.USER, content="Plan a trip to Lisbon in May.")
+    session.append_message(role=Message.Role.ASSISTANT, content="Three days, by train.")
     page = open_chat(session)
     assert brain(page, topic).get_attribute("data-state") == "none"
 
