@@ -278,6 +278,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The model client logs every HTTP request at INFO; that is noise in a chat server.
-    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+    "loggers": {
+        # Django's default configuration gives the "django" logger its own console handler
+        # and lets it propagate to the root one too: every server line came out twice.
+        # Here the root handler alone prints (one line per event).
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        # The model client logs every HTTP request at INFO; that is noise in a chat server.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }

@@ -304,7 +304,7 @@ def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alic
         "value": "green",
     }
     assert json.loads(tool_message.content)["value"] == "green"
-    assert result.reply.content.startswith("Done: important_info")
+    assert result.reply.content == "Remembered: tea = green"
     assert result.reply.model_name == "offline"
 
 
