@@ -1,4 +1,4 @@
-"""Writing to a session's message thread."""
+"""A session's message thread: appending to it, reading it page by page."""
 
 from django.db.models import Sum
 
@@ -25,3 +25,11 @@ def usage_totals(*, session_id: int) -> dict:
     prompt = totals["prompt_tokens"]
     totals["cache_hit_ratio"] = round(totals["cached_tokens"] / prompt, 4) if prompt else None
     return totals
+
+
+def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[Message]:
+    """The topic's last ``limit`` messages (those before seq ``before``), oldest first."""
+    messages = topic.messages.order_by("-seq")
+    if before is not None:
+        messages = messages.filter(seq__lt=before)
+    return list(reversed(messages[:limit]))

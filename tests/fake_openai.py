@@ -6,7 +6,8 @@ timeouts and error mapping all run exactly as in production.
 
 Tests script the answers: each `reply_*`, `fail`, `hang` or `fail_mid_stream` call queues
 one response, served in order to the next requests (streaming or not, whichever the
-request asks for). When the queue is empty the server answers `default_text`.
+request asks for). When the queue is empty the server answers `default_text`, or what
+`responder(body)` returns (content and usage) when one is given (the benchmarks' models).
 
     def test_summary(fake_openai):
         fake_openai.reply_json({"title": "Trip", "summary": "...", "include_in_memory": True})
@@ -57,8 +58,14 @@ class FakeOpenAI:
     headers (lower-cased names), so tests can assert on what the client sent.
     """
 
-    def __init__(self, *, default_text: str = "Hello from the fake model.") -> None:
+    def __init__(
+        self,
+        *,
+        default_text: str = "Hello from the fake model.",
+        responder: Callable[[dict], tuple[str, Usage | None]] | None = None,
+    ) -> None:
         self.default_text = default_text
+        self.responder = responder
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         # Called with each request's body, in the server's thread, before it is answered
@@ -169,6 +176,9 @@ class FakeOpenAI:
             self.headers.append(headers)
             if self._queue:
                 return self._queue.popleft()
+            if self.responder is not None:  # under the lock: answers in request order
+                content, usage = self.responder(body)
+                return _Script(content=content, usage=usage)
         return _Script(content=self.default_text)
 
 

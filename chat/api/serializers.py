@@ -66,6 +66,37 @@ class SessionDetailSerializer(SessionSerializer):
         return next((topic.pk for topic in session.topics.all() if topic.is_active), None)
 
 
+# How many messages the chat page shows at first and each "load earlier" adds.
+MESSAGE_PAGE_SIZE = 200
+MAX_MESSAGE_PAGE_SIZE = 500
+
+
+class MessagePageSerializer(serializers.Serializer):
+    """Query parameters of a topic's messages: a cursor on ``seq``, newest page first."""
+
+    before = serializers.IntegerField(
+        min_value=1, required=False, help_text="Only messages with a smaller seq."
+    )
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_MESSAGE_PAGE_SIZE,
+        default=MESSAGE_PAGE_SIZE,
+        help_text="At most this many messages, the latest ones.",
+    )
+
+
+def _new_session_title(title: object) -> str:
+    return check_title(title).strip()
+
+
+class RenameSessionSerializer(serializers.Serializer):
+    title = CheckedTextField(
+        _new_session_title,
+        schema={"type": "string", "maxLength": MAX_TITLE_CHARS},
+        help_text="The new title; empty to show the active topic's title again.",
+    )
+
+
 class StartSessionSerializer(serializers.Serializer):
     agent = StrictPrimaryKeyRelatedField(
         queryset=Agent.objects.none(), help_text="An agent of one of your organizations."
