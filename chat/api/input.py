@@ -17,7 +17,6 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from memory.validation import InvalidInput, check_json_depth
 
@@ -43,6 +42,9 @@ class DepthLimitedJSONParser(JSONParser):
 
 def exception_handler(exc: Exception, context: dict) -> Any:
     """DRF's handler, plus: the domain's InvalidInput is a 400 naming its field."""
+    # Imported here: APIView reads the parser setting (this module) when it is defined.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, InvalidInput):
         exc = ValidationError({exc.field: [exc.message]}, code=exc.code)
     return drf_exception_handler(exc, context)
