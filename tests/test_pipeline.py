@@ -124,7 +124,7 @@ def enqueued(monkeypatch):
     """Full mode (a worker): capture what would be sent to the broker."""
     sent = []
     monkeypatch.setattr(
-        evaluate_session_task, "apply_async", lambda args, countdown: sent.append(args)
+        evaluate_session_task, "apply_async", lambda args, countdown, **options: sent.append(args)
     )
     with celery_eager(False):
         yield sent
