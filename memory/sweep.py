@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from memory import leases
 from memory.models import Session
+from memory.outage import broker_breaker
 from memory.pipeline import enqueue_evaluation
 from memory.thread import TURN_LEASE_PREFIX, record_interrupted_turn
 
@@ -60,6 +61,8 @@ def _finish_interrupted_turns() -> int:
 
 
 def _enqueue_overdue_evaluations() -> int:
+    if not broker_breaker.allows():
+        return 0  # the broker failed a moment ago: leave the requests due for next time
     now = timezone.now()
     cutoff = now - timedelta(seconds=settings.EVALUATION_SWEEP_GRACE_SECONDS)
     overdue = Session.objects.filter(evaluation_due_at__lte=cutoff).order_by("evaluation_due_at")
