@@ -22,8 +22,10 @@ run: install
 test: install
 	$(PY) -m pytest
 
+# The worker runs the periodic sweep too (--beat), and is started again if it dies
+# (driftless/supervise.py: Celery can still die when Redis restarts).
 worker: install
-	$(PY) -m celery -A driftless worker --loglevel=info
+	$(PY) -m driftless.supervise -- $(PY) -m celery -A driftless worker --beat --loglevel=info
 
 lint: install
 	$(VENV)/bin/ruff check .

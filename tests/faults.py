@@ -13,7 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,3 +118,43 @@ class Spawned:
 
 def python(*args: str) -> list[str]:
     return [sys.executable, *args]
+
+
+def app_env(*, redis: RedisServer, openai_base_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a server or worker process started by a test: this run's test
+    database and queue, the test's private Redis and fake model server, real tasks."""
+    from django.conf import settings
+    from django.db import connection
+
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
+        "DRIFTLESS_TEST_RUN": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "DRIFTLESS_TEST_REDIS_URL": redis.url,
+        "DRIFTLESS_TEST_EAGER": "false",
+        "DRIFTLESS_TEST_OPENAI_BASE_URL": openai_base_url,
+        "DRIFTLESS_MODEL": "gpt-4o-mini",
+        "DRIFTLESS_SUMMARY_MODEL": "",
+        "LLM_TIMEOUT_SECONDS": "20",
+        "LLM_MAX_RETRIES": "0",
+        "DRIFT_DETECTOR": "lexical",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
+@contextmanager
+def celery_broker(url: str) -> Iterator[None]:
+    """Point this process's Celery app (and its producer pools) at ``url`` for a while;
+    pytest-django's settings fixture cannot reach an already built app."""
+    from driftless.celery import app
+
+    before, before_eager = app.conf.broker_url, app.conf.task_always_eager
+    app.conf.broker_url, app.conf.task_always_eager = url, False
+    app._after_fork()  # forget the pools of the previous broker
+    try:
+        yield
+    finally:
+        app.conf.broker_url, app.conf.task_always_eager = before, before_eager
+        app._after_fork()

@@ -29,6 +29,10 @@ if CI and not all(SERVICES.values()):
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
+# A server or worker a test starts as a process talks to that test's fake model server.
+if os.environ.get("DRIFTLESS_TEST_OPENAI_BASE_URL"):
+    os.environ["OPENAI_BASE_URL"] = os.environ["DRIFTLESS_TEST_OPENAI_BASE_URL"]
+    os.environ["OPENAI_API_KEY"] = "test-key"
 if SERVICES["postgres"]:
     os.environ["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/driftless"
 else:

@@ -21,8 +21,8 @@ from rest_framework.test import APIClient
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
 from memory.models import Message, Session, Topic
 from memory.sweep import sweep
-from tests.evaluation_helpers import SUBJECT_A, celery_eager, converse
-from tests.faults import RedisServer, wait_for
+from tests.evaluation_helpers import SUBJECT_A, converse
+from tests.faults import RedisServer, celery_broker, wait_for
 from tests.test_consumer import open_socket, receive_until, send
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -179,7 +179,7 @@ def test_an_evaluation_requested_during_the_outage_runs_after_it(
     converse(session, SUBJECT_A)
     settings.EVALUATION_SWEEP_GRACE_SECONDS = 0
     settings.DRIFT_DETECTOR = "lexical"
-    with celery_eager(False), _broker(app, f"{private_redis.url}/2"):
+    with celery_broker(f"{private_redis.url}/2"):
         private_redis.kill()
         started = time.monotonic()
         response = client_for(alice).post(f"/agents-api/sessions/{session.pk}/evaluate")
@@ -203,21 +203,3 @@ def test_an_evaluation_requested_during_the_outage_runs_after_it(
     session.refresh_from_db()
     assert session.evaluation_due_at is None
     assert Message.objects.filter(session=session).count() == len(SUBJECT_A)
-
-
-class _broker:
-    """Point the Celery app (and its producer pool) at ``url`` for a while."""
-
-    def __init__(self, app, url: str) -> None:
-        self.app, self.url = app, url
-
-    def __enter__(self):
-        self.before = self.app.conf.broker_url
-        self._switch(self.url)
-
-    def __exit__(self, *exc):
-        self._switch(self.before)
-
-    def _switch(self, url: str) -> None:
-        self.app.conf.broker_url = url
-        self.app._after_fork()  # forget the pools of the previous broker
