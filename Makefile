@@ -17,7 +17,7 @@ run: export DEBUG ?= true
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
 
 test: install
 	$(PY) -m pytest
