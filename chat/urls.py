@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("sessions/start/", views.start_session, name="start-session"),
     path("sessions/<int:session_id>/", views.chat, name="chat"),
+    path("search/", views.search, name="search"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

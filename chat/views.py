@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from chat.api.scoping import owned_session_or_404
 from memory.events import message_payload, topic_payload
 from memory.models import Agent, Session, Topic
+from memory.search import SearchError, marked_segments, search_memory
 
 # The chat page opens on the end of the active topic; older messages of a very long
 # topic stay reachable through the messages API.
@@ -65,3 +66,17 @@ def chat(request, session_id: int):
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})
+
+
+@login_required
+def search(request):
+    """The search page: the caller's own facts, topics and messages, linked to their topic."""
+    query = request.GET.get("q", "")
+    hits, error = [], ""
+    if query.strip():
+        try:
+            hits = search_memory(user=request.user, query=query)
+        except SearchError as err:
+            error = str(err).removeprefix("q: ")
+    results = [{"hit": hit, "segments": marked_segments(hit.snippet, query=query)} for hit in hits]
+    return render(request, "chat/search.html", {"query": query, "results": results, "error": error})

@@ -175,6 +175,8 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 
 # Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
+# The largest memory document POST /agents-api/memory/import accepts.
+MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
 
 AUTH_PASSWORD_VALIDATORS = [

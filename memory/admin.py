@@ -4,8 +4,11 @@ What only the system writes (sequence numbers, token usage, manual-set flags, au
 rows) is read-only here.
 """
 
-from django.contrib import admin
+import json
+
+from django.contrib import admin, messages
 from django.db.models import Count
+from django.http import HttpResponse
 
 from memory.models import (
     Agent,
@@ -18,6 +21,7 @@ from memory.models import (
     Topic,
 )
 from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
+from memory.portability import export_memory
 from memory.thread import usage_totals
 
 
@@ -66,8 +70,27 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
+@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+def export_scope_memory(modeladmin, request, queryset):
+    scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
+    if len(scopes) != 1:
+        modeladmin.message_user(
+            request, "Select sessions of one user and agent: one scope a file.", messages.ERROR
+        )
+        return None
+    [(user, agent)] = scopes
+    document = export_memory(user=user, agent=agent, include_sessions=True)
+    response = HttpResponse(
+        json.dumps(document, ensure_ascii=False, indent=2), content_type="application/json"
+    )
+    filename = f"driftless-memory-{agent.pk}-{user.pk}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    actions = [export_scope_memory]
     list_display = [
         "__str__",
         "user",

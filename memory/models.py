@@ -8,6 +8,8 @@ organization), and a message's per-session sequence number is unique.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
@@ -102,6 +104,9 @@ class Session(models.Model):
         Organization, on_delete=models.CASCADE, related_name="sessions"
     )
     title = models.CharField(max_length=200, blank=True)
+    uid = models.UUIDField(
+        default=uuid.uuid4, editable=False, help_text="Stable id across export and import."
+    )
     message_count = models.PositiveIntegerField(
         default=0, editable=False, help_text="Messages so far; the next one gets this plus one."
     )
@@ -128,6 +133,11 @@ class Session(models.Model):
                 condition=Q(evaluation_due_at__isnull=False),
                 name="session_evaluation_due_idx",
             ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "user", "organization", "uid"], name="session_uid_unique_in_scope"
+            )
         ]
 
     def __str__(self) -> str:
@@ -199,6 +209,12 @@ class Topic(models.Model):
         DRIFT = "drift", "Drift fork"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="topics")
+    uid = models.UUIDField(
+        default=uuid.uuid4,
+        editable=False,
+        db_index=True,
+        help_text="Stable id across export and import (unique within a memory scope).",
+    )
     title = models.CharField(max_length=200, blank=True)
     summary = models.TextField(blank=True)
     keep_in_memory = models.BooleanField(default=False)

@@ -389,6 +389,9 @@
   // --- start --------------------------------------------------------------------------------------
   topics.load(initial.topics);
   showTopic(topics.activeId(), initial.messages);
+  // A link from search opens the session at a topic: /sessions/<id>/#topic-<topic id>.
+  const linked = /^#topic-(\d+)$/.exec(location.hash);
+  if (linked && Number(linked[1]) !== topics.activeId()) openTopic(Number(linked[1]));
   try {
     input.value = localStorage.getItem(draftKey) || "";
   } catch (err) {

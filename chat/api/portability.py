@@ -1,0 +1,104 @@
+"""Memory export and import: one JSON document per scope (docs/memory-export.md).
+
+GET  /agents-api/memory/export?agent=<id>[&sessions=true]
+POST /agents-api/memory/import?agent=<id>   (the document as the JSON body)
+
+The scope is the caller, the agent and the agent's organization; an agent the caller
+cannot use is a 404. An import that is malformed or too large is a 400 naming the field,
+and changes nothing.
+"""
+
+from dataclasses import asdict
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory.models import Agent
+from memory.portability import ImportRefused, export_memory, import_memory
+
+_AGENT = OpenApiParameter("agent", int, required=True, description="One of your agents.")
+_NOT_FOUND = OpenApiResponse(description="Not one of your agents.")
+
+
+class ImportReportSerializer(serializers.Serializer):
+    facts = serializers.IntegerField(help_text="Facts in the document (merged by key).")
+    sessions_created = serializers.IntegerField()
+    topics_created = serializers.IntegerField()
+    topics_updated = serializers.IntegerField()
+    messages_created = serializers.IntegerField()
+
+
+def _agent(request: Request) -> Agent:
+    agent_id = request.query_params.get("agent", "")
+    if not agent_id.isdecimal():
+        raise ValidationError({"agent": "expected the id of one of your agents"})
+    return get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+
+
+@extend_schema(
+    parameters=[
+        _AGENT,
+        OpenApiParameter("sessions", bool, description="Include every session whole."),
+    ],
+    responses={
+        200: OpenApiTypes.OBJECT,
+        400: OpenApiResponse(description="Bad agent."),
+        404: _NOT_FOUND,
+    },
+)
+@api_view(["GET"])
+def export_view(request: Request) -> Response:
+    include = request.query_params.get("sessions", "false")
+    if include not in ("true", "false"):
+        raise ValidationError({"sessions": "expected true or false"})
+    agent = _agent(request)
+    document = export_memory(user=request.user, agent=agent, include_sessions=include == "true")
+    response = Response(document)
+    response["Content-Disposition"] = f'attachment; filename="driftless-memory-{agent.pk}.json"'
+    return response
+
+
+class LimitedJSONParser(JSONParser):
+    """A JSON body of at most MEMORY_IMPORT_MAX_BYTES."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = parser_context["request"]
+        limit = settings.MEMORY_IMPORT_MAX_BYTES
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+            raise ParseError(f"the document is larger than {limit} bytes")
+        return super().parse(stream, media_type, parser_context)
+
+
+@extend_schema(
+    parameters=[_AGENT],
+    request=OpenApiTypes.OBJECT,
+    responses={
+        200: ImportReportSerializer,
+        400: OpenApiResponse(description="Malformed or too large; nothing was changed."),
+        404: _NOT_FOUND,
+    },
+)
+@api_view(["POST"])
+@parser_classes([LimitedJSONParser])
+def import_view(request: Request) -> Response:
+    agent = _agent(request)
+    try:
+        report = import_memory(user=request.user, agent=agent, document=request.data)
+    except ImportRefused as err:
+        raise ValidationError({"document": str(err)}) from err
+    return Response(asdict(report), status=status.HTTP_200_OK)
+
+
+urlpatterns = [
+    path("memory/export", export_view, name="api-memory-export"),
+    path("memory/import", import_view, name="api-memory-import"),
+]

@@ -1,0 +1,392 @@
+"""Export and import of one memory scope (agent, user, organization) as a JSON document.
+
+The document (``docs/memory-export.md`` describes it field by field) carries the scope's
+durable facts and the topics in memory (promoted or deprecated) grouped under their
+sessions, and, on request, whole sessions with every topic and message. Nothing in it is
+a database id: sessions and topics carry their ``uid``, so an import merges by those ids
+(facts by key) and importing the same document twice changes nothing.
+
+An import is checked whole before anything is written (``check_memory_document``) and
+applied in one transaction, so a malformed or oversized document changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import models, transaction
+from django.utils.dateparse import parse_datetime
+
+from memory.facts import FactError, check_fact_key, check_fact_value
+from memory.models import ImportantInfo, Message, Session, Topic
+from memory.persistent import invalidate_persistent_memory
+
+FORMAT = "driftless.memory"
+VERSION = 1
+MAX_SESSIONS = 10_000
+MAX_TOPICS_PER_SESSION = 10_000
+MAX_MESSAGES_PER_TOPIC = 100_000
+MAX_TEXT_CHARS = 200_000
+MAX_FACTS = 1_000
+
+_TOPIC_FLAGS = (
+    "keep_in_memory",
+    "keep_in_memory_manually_set",
+    "deprecated",
+    "deprecated_manually_set",
+)
+_TOPIC_DATES = ("created_at", "closed_at", "summarized_at", "memory_changed_at")
+
+
+class ImportRefused(ValueError):
+    """The document cannot be imported; the message names the field and the problem."""
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    facts: int
+    sessions_created: int
+    topics_created: int
+    topics_updated: int
+    messages_created: int
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def export_memory(*, user, agent, include_sessions: bool = False) -> dict[str, Any]:
+    """The scope's facts and memory topics; with ``include_sessions``, every session whole."""
+    sessions = Session.objects.in_scope(
+        agent_id=agent.pk, user_id=user.pk, organization_id=agent.organization_id
+    ).order_by("created_at", "uid")
+    topics = Topic.objects.filter(session__in=sessions).order_by("created_at", "uid")
+    if not include_sessions:
+        topics = topics.in_memory()
+    by_session: dict[int, list[dict]] = {}
+    messages = _messages_by_topic(topics) if include_sessions else {}
+    for topic in topics:
+        entry = _topic_document(topic)
+        if include_sessions:
+            entry["messages"] = messages.get(topic.pk, [])
+        by_session.setdefault(topic.session_id, []).append(entry)
+    facts = (
+        ImportantInfo.objects.filter(user=user, agent=agent, organization_id=agent.organization_id)
+        .values_list("data", flat=True)
+        .first()
+    )
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "agent": agent.name,
+        "facts": dict(sorted((facts or {}).items())),
+        "sessions": [
+            {
+                "uid": str(session.uid),
+                "title": session.title,
+                "created_at": _date(session.created_at),
+                "topics": by_session[session.pk],
+            }
+            for session in sessions
+            if session.pk in by_session
+        ],
+    }
+
+
+def _topic_document(topic: Topic) -> dict[str, Any]:
+    return {
+        "uid": str(topic.uid),
+        "title": topic.title,
+        "summary": topic.summary,
+        **{flag: getattr(topic, flag) for flag in _TOPIC_FLAGS},
+        "active": topic.is_active,
+        "origin": topic.origin,
+        **{name: _date(getattr(topic, name)) for name in _TOPIC_DATES},
+    }
+
+
+def _messages_by_topic(topics) -> dict[int, list[dict]]:
+    grouped: dict[int, list[dict]] = {}
+    for message in Message.objects.filter(topic__in=topics).order_by("session_id", "seq"):
+        grouped.setdefault(message.topic_id, []).append(
+            {
+                "seq": message.seq,
+                "role": message.role,
+                "content": message.content,
+                "tool_calls": message.tool_calls,
+                "tool_call_id": message.tool_call_id,
+                "tool_name": message.tool_name,
+                "created_at": _date(message.created_at),
+            }
+        )
+    return grouped
+
+
+def _date(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# --- checking a document ------------------------------------------------------------------
+
+
+def check_memory_document(document: object) -> dict[str, Any]:
+    """The document with its dates parsed and facts normalised, or ImportRefused."""
+    doc = _object(document, "document")
+    if doc.get("format") != FORMAT:
+        raise ImportRefused(f"format: expected {FORMAT!r}")
+    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+        raise ImportRefused(f"version: expected {VERSION}; this server reads version {VERSION}")
+    facts = _object(doc.get("facts", {}), "facts")
+    if len(facts) > MAX_FACTS:
+        raise ImportRefused(f"facts: at most {MAX_FACTS}")
+    checked_facts = {}
+    for key, value in facts.items():
+        _clean_json([key, value], f"facts[{key!r}]")
+        try:
+            checked_facts[check_fact_key(key)] = check_fact_value(value)
+        except FactError as err:
+            raise ImportRefused(f"facts[{key!r}]: {err}") from err
+    sessions = _list(doc.get("sessions", []), "sessions", MAX_SESSIONS)
+    seen: set[str] = set()
+    checked_sessions = [
+        _check_session(item, f"sessions[{i}]", seen) for i, item in enumerate(sessions)
+    ]
+    return {"facts": checked_facts, "sessions": checked_sessions}
+
+
+def _check_session(item: object, where: str, seen: set[str]) -> dict[str, Any]:
+    session = _object(item, where)
+    topics = _list(session.get("topics"), f"{where}.topics", MAX_TOPICS_PER_SESSION)
+    checked = {
+        "uid": _uid(session.get("uid"), f"{where}.uid", seen),
+        "title": _text(session.get("title"), f"{where}.title", 200),
+        "created_at": _when(session.get("created_at"), f"{where}.created_at", required=True),
+        "topics": [_check_topic(t, f"{where}.topics[{i}]", seen) for i, t in enumerate(topics)],
+    }
+    if sum(topic["active"] for topic in checked["topics"]) > 1:
+        raise ImportRefused(f"{where}.topics: at most one topic is active")
+    seqs = [m["seq"] for topic in checked["topics"] for m in topic["messages"] or []]
+    if len(seqs) != len(set(seqs)):
+        raise ImportRefused(f"{where}: two messages share a sequence number")
+    return checked
+
+
+def _check_topic(item: object, where: str, seen: set[str]) -> dict[str, Any]:
+    topic = _object(item, where)
+    checked: dict[str, Any] = {
+        "uid": _uid(topic.get("uid"), f"{where}.uid", seen),
+        "title": _text(topic.get("title"), f"{where}.title", 200),
+        "summary": _text(topic.get("summary"), f"{where}.summary", MAX_TEXT_CHARS),
+        "active": _bool(topic.get("active", False), f"{where}.active"),
+        "origin": _choice(topic.get("origin", "user"), f"{where}.origin", Topic.Origin.values),
+    }
+    for flag in _TOPIC_FLAGS:
+        checked[flag] = _bool(topic.get(flag, False), f"{where}.{flag}")
+    for name in _TOPIC_DATES:
+        checked[name] = _when(topic.get(name), f"{where}.{name}", required=name == "created_at")
+    messages = topic.get("messages")
+    checked["messages"] = None
+    if messages is not None:
+        items = _list(messages, f"{where}.messages", MAX_MESSAGES_PER_TOPIC)
+        checked["messages"] = [
+            _check_message(m, f"{where}.messages[{i}]") for i, m in enumerate(items)
+        ]
+    return checked
+
+
+def _check_message(item: object, where: str) -> dict[str, Any]:
+    message = _object(item, where)
+    seq = message.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= 2**31 - 1:
+        raise ImportRefused(f"{where}.seq: expected a positive whole number")
+    tool_calls = message.get("tool_calls", [])
+    if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
+        raise ImportRefused(f"{where}.tool_calls: expected a list of objects")
+    _clean_json(tool_calls, f"{where}.tool_calls")
+    return {
+        "seq": seq,
+        "role": _choice(message.get("role"), f"{where}.role", Message.Role.values),
+        "content": _text(message.get("content"), f"{where}.content", MAX_TEXT_CHARS),
+        "tool_calls": tool_calls,
+        "tool_call_id": _text(message.get("tool_call_id", ""), f"{where}.tool_call_id", 200),
+        "tool_name": _text(message.get("tool_name", ""), f"{where}.tool_name", 200),
+        "created_at": _when(message.get("created_at"), f"{where}.created_at", required=True),
+    }
+
+
+def _object(value: object, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ImportRefused(f"{where}: expected an object")
+    return value
+
+
+def _list(value: object, where: str, limit: int) -> list:
+    if not isinstance(value, list):
+        raise ImportRefused(f"{where}: expected a list")
+    if len(value) > limit:
+        raise ImportRefused(f"{where}: at most {limit} items")
+    return value
+
+
+def _text(value: object, where: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ImportRefused(f"{where}: expected text")
+    if len(value) > limit:
+        raise ImportRefused(f"{where}: at most {limit} characters")
+    _clean_json(value, where)
+    return value
+
+
+def _clean_json(value: object, where: str) -> None:
+    """No NUL and no lone surrogate anywhere (the database cannot store them)."""
+    if isinstance(value, str):
+        if "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+            raise ImportRefused(f"{where}: contains a NUL or an unpaired surrogate")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _clean_json(key, where)
+            _clean_json(item, where)
+    elif isinstance(value, list):
+        for item in value:
+            _clean_json(item, where)
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ImportRefused(f"{where}: expected true or false")
+    return value
+
+
+def _choice(value: object, where: str, choices: list[str]) -> str:
+    if value not in choices or not isinstance(value, str):
+        raise ImportRefused(f"{where}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _uid(value: object, where: str, seen: set[str]) -> uuid.UUID:
+    try:
+        uid = uuid.UUID(value) if isinstance(value, str) else None
+    except ValueError:
+        uid = None
+    if uid is None:
+        raise ImportRefused(f"{where}: expected a UUID")
+    if str(uid) in seen:
+        raise ImportRefused(f"{where}: {uid} appears twice in the document")
+    seen.add(str(uid))
+    return uid
+
+
+def _when(value: object, where: str, *, required: bool) -> datetime | None:
+    if value is None and not required:
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise ImportRefused(f"{where}: expected an ISO 8601 date and time with its offset")
+    return parsed
+
+
+# --- import ---------------------------------------------------------------------------------
+
+
+def import_memory(*, user, agent, document: object) -> ImportReport:
+    """Merge a document into the scope of ``user`` and ``agent``: all of it, or nothing."""
+    doc = check_memory_document(document)
+    scope = {"agent_id": agent.pk, "user_id": user.pk, "organization_id": agent.organization_id}
+    counts = {
+        "sessions_created": 0,
+        "topics_created": 0,
+        "topics_updated": 0,
+        "messages_created": 0,
+    }
+    with transaction.atomic():
+        if doc["facts"]:
+            facts, _ = ImportantInfo.objects.select_for_update().get_or_create(
+                user=user, agent=agent, organization_id=agent.organization_id
+            )
+            merged = {**facts.data, **doc["facts"]}
+            if merged != facts.data:
+                facts.data = merged
+                facts.save(update_fields=["data", "updated_at"])
+        for session_doc in doc["sessions"]:
+            _import_session(session_doc, scope=scope, counts=counts)
+        invalidate_persistent_memory(f"{agent.pk}:{user.pk}:{agent.organization_id}")
+    return ImportReport(facts=len(doc["facts"]), **counts)
+
+
+def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:
+    session = Session.objects.filter(uid=doc["uid"], **scope).first()
+    created = session is None
+    if created:
+        session = Session.objects.create(uid=doc["uid"], title=doc["title"], **scope)
+        _set_dates(Session, session.pk, created_at=doc["created_at"])
+        counts["sessions_created"] += 1
+    in_scope = Topic.objects.in_scope(**scope)
+    existing = {t.uid: t for t in in_scope.filter(uid__in=[t["uid"] for t in doc["topics"]])}
+    for topic_doc in doc["topics"]:
+        topic = existing.get(topic_doc["uid"])
+        if topic is None:
+            topic = _create_topic(topic_doc, session=session, fresh_session=created)
+            counts["topics_created"] += 1
+            if created and topic_doc["messages"]:
+                counts["messages_created"] += _create_messages(topic, topic_doc["messages"])
+        elif _update_topic(topic, topic_doc):
+            counts["topics_updated"] += 1
+    if not session.topics.filter(is_active=True).exists():
+        # Every session has one active topic; a memory-only session gets an empty one.
+        Topic.objects.create(session=session, origin=Topic.Origin.USER)
+    if created:
+        last = Message.objects.filter(session=session).order_by("-seq").first()
+        Session.objects.filter(pk=session.pk).update(message_count=last.seq if last else 0)
+
+
+def _topic_fields(doc: dict) -> dict[str, Any]:
+    return {
+        "title": doc["title"],
+        "summary": doc["summary"],
+        **{flag: doc[flag] for flag in _TOPIC_FLAGS},
+        "closed_at": doc["closed_at"],
+        "summarized_at": doc["summarized_at"],
+        "memory_changed_at": doc["memory_changed_at"],
+    }
+
+
+def _create_topic(doc: dict, *, session: Session, fresh_session: bool) -> Topic:
+    # Into an existing session an imported topic is always a closed one: that session
+    # already has its active topic.
+    topic = Topic.objects.create(
+        session=session,
+        uid=doc["uid"],
+        origin=doc["origin"],
+        is_active=doc["active"] and fresh_session,
+        **_topic_fields(doc),
+    )
+    _set_dates(Topic, topic.pk, created_at=doc["created_at"])
+    return topic
+
+
+def _update_topic(topic: Topic, doc: dict) -> bool:
+    fields = _topic_fields(doc)
+    changed = [name for name, value in fields.items() if getattr(topic, name) != value]
+    for name in changed:
+        setattr(topic, name, fields[name])
+    if changed:
+        topic.save(update_fields=changed)
+    return bool(changed)
+
+
+def _create_messages(topic: Topic, messages: list[dict]) -> int:
+    rows = Message.objects.bulk_create(
+        Message(session_id=topic.session_id, topic=topic, **message) for message in messages
+    )
+    # bulk_create stamped them now (auto_now_add); bulk_update writes the dates as given.
+    for row, message in zip(rows, messages, strict=True):
+        row.created_at = message["created_at"]
+    Message.objects.bulk_update(rows, ["created_at"], batch_size=1000)
+    return len(rows)
+
+
+def _set_dates(model: type[models.Model], pk: int, **dates: datetime) -> None:
+    """``auto_now_add`` overrides a given creation date, so it is set after the insert."""
+    model.objects.filter(pk=pk).update(**dates)

@@ -1,0 +1,301 @@
+"""Search over one user's own memory: messages, topic titles and summaries, and facts.
+
+One entry point, ``search_memory``, answers "what did we decide about the database?"
+across every session the user may still see (``Session.objects.owned_by``). The full-text
+engine is the database's own: PostgreSQL's text search (GIN expression indexes, the
+``simple`` configuration so every language is matched word for word) or SQLite's FTS5 in
+the embedded mode (``unicode61`` tokenizer). Both are kept by ``ensure_search_index``,
+which runs after every ``migrate``.
+
+A query is cut into Unicode words; each word matches itself and any longer word it starts
+("databas" finds "databases"), and every word must match. Results come as facts, then
+topics, then messages, each group by relevance, with plain-text snippets (the page
+escapes them and marks the words itself).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import (
+    SearchHeadline,
+    SearchQuery,
+    SearchRank,
+    SearchVector,
+)
+from django.db import connection
+from django.urls import reverse
+
+from memory.models import Agent, ImportantInfo, Message, Session, Topic
+
+QUERY_MAX_CHARS = 200
+QUERY_MAX_WORDS = 12
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 50
+SNIPPET_WORDS = 16
+PG_CONFIG = "simple"
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class SearchError(ValueError):
+    """The query cannot be searched; the message says why."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    kind: Literal["fact", "topic", "message"]
+    title: str  # the fact key, the topic title, or the title of the message's topic
+    snippet: str  # plain text
+    session_id: int | None
+    topic_id: int | None
+    url: str  # the chat page opened at the topic; "" for a fact (it is the whole answer)
+
+    @property
+    def kind_label(self) -> str:
+        return {"fact": "Fact", "topic": "Topic", "message": "Message"}[self.kind]
+
+
+def check_search_query(query: object) -> list[str]:
+    """The words of a query, or SearchError when there is nothing to search for."""
+    if not isinstance(query, str):
+        raise SearchError("q: expected text")
+    if len(query) > QUERY_MAX_CHARS:
+        raise SearchError(f"q: at most {QUERY_MAX_CHARS} characters")
+    words = [word.casefold() for word in _WORD.findall(query)][:QUERY_MAX_WORDS]
+    if not words:
+        raise SearchError("q: type at least one word")
+    return words
+
+
+def search_memory(*, user, query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
+    """The caller's own facts, topics and messages that match every word of ``query``."""
+    words = check_search_query(query)
+    limit = max(1, min(limit, MAX_LIMIT))
+    sessions = Session.objects.owned_by(user)
+    search = _postgres if connection.vendor == "postgresql" else _sqlite
+    hits = _facts(user=user, words=words)
+    hits += search.topics(sessions=sessions, words=words, limit=limit)
+    hits += search.messages(sessions=sessions, words=words, limit=limit)
+    return hits[:limit]
+
+
+def marked_segments(text: str, *, query: str) -> list[tuple[str, bool]]:
+    """``text`` cut into (part, matched) pairs, a part matched when a query word starts it;
+    the page marks matched parts and escapes everything."""
+    try:
+        words = check_search_query(query)
+    except SearchError:
+        return [(text, False)]
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\w*", re.IGNORECASE)
+    segments, position = [], 0
+    for match in pattern.finditer(text):
+        segments += [(text[position : match.start()], False), (match.group(), True)]
+        position = match.end()
+    segments.append((text[position:], False))
+    return [segment for segment in segments if segment[0]]
+
+
+def topic_url(*, session_id: int, topic_id: int) -> str:
+    return f"{reverse('chat', args=[session_id])}#topic-{topic_id}"
+
+
+# --- facts: one small document per scope, matched in Python -------------------------------
+
+
+def _facts(*, user, words: list[str]) -> list[SearchHit]:
+    documents = ImportantInfo.objects.filter(
+        user=user, agent__in=Agent.objects.usable_by(user)
+    ).order_by("pk")
+    hits = []
+    for document in documents:
+        for key, value in sorted(document.data.items()):
+            text = f"{key} {value}".casefold()
+            if all(word in text for word in words):
+                hits.append(SearchHit("fact", key, str(value), None, None, ""))
+    return hits
+
+
+# --- PostgreSQL: text search over GIN expression indexes ---------------------------------
+
+MESSAGE_VECTOR = SearchVector("content", config=PG_CONFIG)
+TOPIC_VECTOR = SearchVector("title", "summary", config=PG_CONFIG)
+SEARCH_INDEXES = {
+    Message: GinIndex(MESSAGE_VECTOR, name="message_content_search"),
+    Topic: GinIndex(TOPIC_VECTOR, name="topic_text_search"),
+}
+
+
+class _postgres:
+    @staticmethod
+    def _query(words: list[str]) -> SearchQuery:
+        # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
+        return SearchQuery(
+            " & ".join(f"{word}:*" for word in words), config=PG_CONFIG, search_type="raw"
+        )
+
+    @classmethod
+    def topics(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
+        query = cls._query(words)
+        rows = (
+            Topic.objects.filter(session__in=sessions)
+            .annotate(document=TOPIC_VECTOR)
+            .filter(document=query)
+            .annotate(
+                rank=SearchRank(TOPIC_VECTOR, query),
+                headline=SearchHeadline(
+                    "summary",
+                    query,
+                    config=PG_CONFIG,
+                    start_sel="",
+                    stop_sel="",
+                    max_words=SNIPPET_WORDS,
+                    min_words=SNIPPET_WORDS // 2,
+                ),
+            )
+            .order_by("-rank", "-pk")[:limit]
+        )
+        return [_topic_hit(topic, topic.headline) for topic in rows]
+
+    @classmethod
+    def messages(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
+        query = cls._query(words)
+        rows = (
+            Message.objects.filter(session__in=sessions)
+            .conversation()
+            .annotate(document=MESSAGE_VECTOR)
+            .filter(document=query)
+            .annotate(
+                rank=SearchRank(MESSAGE_VECTOR, query),
+                headline=SearchHeadline(
+                    "content",
+                    query,
+                    config=PG_CONFIG,
+                    start_sel="",
+                    stop_sel="",
+                    max_words=SNIPPET_WORDS,
+                    min_words=SNIPPET_WORDS // 2,
+                ),
+            )
+            .select_related("topic")
+            .order_by("-rank", "-pk")[:limit]
+        )
+        return [_message_hit(message, message.headline) for message in rows]
+
+
+# --- SQLite: FTS5 tables kept by triggers ---------------------------------------------------
+
+
+class _sqlite:
+    @staticmethod
+    def _match(words: list[str]) -> str:
+        return " AND ".join('"{}"*'.format(word.replace('"', '""')) for word in words)
+
+    @classmethod
+    def _ranked_ids(cls, table: str, column: int, words: list[str], ids_sql, limit: int):
+        inner_sql, inner_params = ids_sql
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid, snippet({table}, {column}, '', '', '…', {SNIPPET_WORDS}) "
+                f"FROM {table} WHERE {table} MATCH %s AND rowid IN ({inner_sql}) "
+                f"ORDER BY bm25({table}), rowid DESC LIMIT %s",
+                [cls._match(words), *inner_params, limit],
+            )
+            return cursor.fetchall()
+
+    @classmethod
+    def topics(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
+        ids = Topic.objects.filter(session__in=sessions).values("pk").query.sql_with_params()
+        ranked = cls._ranked_ids("memory_topic_search", 1, words, ids, limit)
+        topics = Topic.objects.in_bulk([pk for pk, _ in ranked])
+        return [_topic_hit(topics[pk], snippet) for pk, snippet in ranked if pk in topics]
+
+    @classmethod
+    def messages(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
+        own = Message.objects.filter(session__in=sessions).conversation()
+        ranked = cls._ranked_ids(
+            "memory_message_search", 0, words, own.values("pk").query.sql_with_params(), limit
+        )
+        messages = own.select_related("topic").in_bulk([pk for pk, _ in ranked])
+        return [_message_hit(messages[pk], snippet) for pk, snippet in ranked if pk in messages]
+
+
+def _topic_hit(topic: Topic, snippet: str) -> SearchHit:
+    return SearchHit(
+        kind="topic",
+        title=topic.title or "Untitled topic",
+        snippet=snippet or topic.title,
+        session_id=topic.session_id,
+        topic_id=topic.pk,
+        url=topic_url(session_id=topic.session_id, topic_id=topic.pk),
+    )
+
+
+def _message_hit(message: Message, snippet: str) -> SearchHit:
+    return SearchHit(
+        kind="message",
+        title=message.topic.title or "Untitled topic",
+        snippet=snippet,
+        session_id=message.session_id,
+        topic_id=message.topic_id,
+        url=topic_url(session_id=message.session_id, topic_id=message.topic_id),
+    )
+
+
+# --- keeping the indexes --------------------------------------------------------------------
+
+_SQLITE_TABLES = {
+    # table: (source table, indexed columns)
+    "memory_message_search": ("memory_message", ("content",)),
+    "memory_topic_search": ("memory_topic", ("title", "summary")),
+}
+
+
+def ensure_search_index(*, using: str = "default") -> None:
+    """Create what search needs if it is missing. Idempotent; runs after every migrate.
+
+    On SQLite a table rebuilt by a later migration loses its triggers, so they are
+    checked (and the index rebuilt from its table) every time, not only once.
+    """
+    from django.db import connections
+
+    db = connections[using]
+    if db.vendor == "postgresql":
+        with db.schema_editor() as editor, db.cursor() as cursor:
+            for model, index in SEARCH_INDEXES.items():
+                cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [index.name])
+                if cursor.fetchone() is None:
+                    editor.add_index(model, index)
+    elif db.vendor == "sqlite":
+        with db.cursor() as cursor:
+            for table, (source, columns) in _SQLITE_TABLES.items():
+                _ensure_fts_table(cursor, table, source, columns)
+
+
+def _ensure_fts_table(cursor, table: str, source: str, columns: tuple[str, ...]) -> None:
+    names = ", ".join(columns)
+    old = ", ".join(f"old.{column}" for column in columns)
+    new = ", ".join(f"new.{column}" for column in columns)
+    delete = f"INSERT INTO {table}({table}, rowid, {names}) VALUES ('delete', old.id, {old});"
+    insert = f"INSERT INTO {table}(rowid, {names}) VALUES (new.id, {new});"
+    triggers = {
+        f"{table}_ai": f"AFTER INSERT ON {source} BEGIN {insert} END",
+        f"{table}_ad": f"AFTER DELETE ON {source} BEGIN {delete} END",
+        f"{table}_au": f"AFTER UPDATE OF {names} ON {source} BEGIN {delete} {insert} END",
+    }
+    cursor.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [source]
+    )
+    present = {row[0] for row in cursor.fetchall()}
+    if set(triggers) <= present:
+        return
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5({names}, content='{source}', "
+        f"content_rowid='id', tokenize='unicode61 remove_diacritics 2')"
+    )
+    for name, body in triggers.items():
+        cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+    cursor.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
