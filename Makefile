@@ -36,6 +36,7 @@ DRIFT_DATA ?= ../shared/data/drift
 bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/soak.py
 	@for data in $(DRIFT_DATA)/tiage-dev.jsonl $(DRIFT_DATA)/superdialseg-validation.jsonl \
 		bench/data/product-tune.jsonl bench/data/product-test.jsonl; do for interval in 1 10; do \
 		$(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; \

@@ -17,12 +17,13 @@ request asks for). When the queue is empty the server answers `default_text`.
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -57,8 +58,21 @@ class FakeOpenAI:
     headers (lower-cased names), so tests can assert on what the client sent.
     """
 
-    def __init__(self, *, default_text: str = "Hello from the fake model.") -> None:
+    def __init__(
+        self,
+        *,
+        default_text: str = "Hello from the fake model.",
+        responder: Callable[[dict], str] | None = None,
+        fail_ratio: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        """Unscripted requests get ``responder(body)`` (or ``default_text``); a share
+        ``fail_ratio`` of them fails with HTTP 500 instead, drawn from ``seed``."""
         self.default_text = default_text
+        self.responder = responder
+        self.fail_ratio = fail_ratio
+        self.injected_failures = 0
+        self._random = random.Random(seed)
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[_Script] = deque()
@@ -166,6 +180,11 @@ class FakeOpenAI:
             self.headers.append(headers)
             if self._queue:
                 return self._queue.popleft()
+            if self.fail_ratio and self._random.random() < self.fail_ratio:
+                self.injected_failures += 1
+                return _Script(status=500, error_message="injected failure")
+        if self.responder is not None:
+            return _Script(content=self.responder(body))
         return _Script(content=self.default_text)
 
 
