@@ -120,17 +120,22 @@ class Group:
 
     def stop(self, timeout: float = 20.0) -> float | None:
         """SIGTERM, then SIGKILL after ``timeout``; returns how long it took to exit
-        (None when it had to be killed)."""
+        (None when it had to be killed or had already stopped)."""
         started = time.monotonic()
+        took = None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout)
-                return time.monotonic() - started
+                took = time.monotonic() - started
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return None
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever is left of its group
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        return took
 
 
 def children(pid: int) -> list[int]:
@@ -217,18 +222,26 @@ class Client:
                 with urllib.request.urlopen(request, timeout=60) as response:
                     status, answer = response.status, json.loads(response.read())
             except urllib.error.HTTPError as error:
-                status, answer = error.code, json.loads(error.read() or b"{}")
+                status, answer = error.code, _json(error.read())
             except OSError:
                 status, answer = "connection", {}
             self.statuses[status] += 1
-            if status in (409, 503, "connection"):
-                time.sleep(0.5)
+            if status in (409, 503, "connection") or "user_message" not in answer:
+                time.sleep(0.5)  # not taken (or not known to be): send it again
                 continue
             for key in ("user_message", "reply", "error_message"):
                 if isinstance(answer.get(key), dict):
                     self.acknowledged.add(answer[key]["id"])
             return
         raise SystemExit(f"soak: session {self.session_id} could not send a message")
+
+
+def _json(raw: bytes) -> dict:
+    try:
+        answer = json.loads(raw or b"{}")
+    except ValueError:  # an HTML error page
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def setup_django(env: dict[str, str]) -> None:
@@ -287,7 +300,10 @@ class SummaryWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
-            self.check()
+            try:
+                self.check()
+            except Exception as error:  # the shared database may refuse a connection
+                print(f"soak: summary check skipped: {error}", file=sys.stderr)
 
     def stop(self) -> None:
         self._stop.set()
@@ -329,6 +345,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--fail-ratio", type=float, default=0.1)
+    parser.add_argument(
+        "--concurrency", type=int, default=5, help="sessions talking at once (each in turn)"
+    )
     parser.add_argument("--redis-restarts", type=int, default=2)
     parser.add_argument("--worker-kills", type=int, default=2)
     args = parser.parse_args()
@@ -363,6 +382,22 @@ def main() -> None:
         "LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }
+    processes: list[Group] = []
+    try:
+        result = _soak(args, env, fake, redis, workdir, processes)
+    finally:  # nothing of this run outlives it, even when it fails
+        for process in processes:
+            process.stop(timeout=5)
+        fake.close()
+        redis.kill()
+        _teardown(pg_name, workdir)
+    _print_table(result)
+    print(json.dumps(result))
+    if result["messages_lost"] or result["evaluations_lost"] or result["summaries_erased"]:
+        sys.exit(1)
+
+
+def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -> dict:
     setup_django(env)
     sessions = make_sessions(args.sessions)
     port = free_port()
@@ -379,6 +414,7 @@ def main() -> None:
         env,
         workdir / "worker.log",
     )
+    processes += [server, worker]
     server_url = f"http://127.0.0.1:{port}"
     wait_until(lambda: _up(server_url), 60, "the server")
 
@@ -420,7 +456,7 @@ def main() -> None:
     watch = SummaryWatch()
     watch.start()
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         for future in [pool.submit(client.run, progress) for client in clients]:
             future.result()
     elapsed = time.monotonic() - started
@@ -445,8 +481,6 @@ def main() -> None:
     losses = count_losses(clients)
     server_exit = server.stop()
     worker.stop()
-    fake.close()
-    redis.kill()
     statuses = sum((client.statuses for client in clients), Counter())
     chat = [prompt_tokens(b) for b in fake.requests if "response_format" not in b]
     summary = [prompt_tokens(b) for b in fake.requests if "response_format" in b]
@@ -472,11 +506,7 @@ def main() -> None:
         "settle_seconds": round(settle_seconds, 1),
         "server_exit_seconds_after_sigterm": round(server_exit, 1) if server_exit else None,
     }
-    _teardown(pg_name, workdir)
-    _print_table(result)
-    print(json.dumps(result))
-    if result["messages_lost"] or result["evaluations_lost"] or result["summaries_erased"]:
-        sys.exit(1)
+    return result
 
 
 def _up(url: str) -> bool:
