@@ -19,6 +19,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
+from memory import pipeline
 from memory.models import Message, Session, Topic
 from memory.sweep import sweep
 from tests.evaluation_helpers import SUBJECT_A, converse
@@ -57,6 +58,13 @@ def private_redis(settings):
     finally:
         server.kill()
         channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_background_evaluations(monkeypatch):
+    """A socket's disconnect schedules an evaluation two seconds later in a timer thread;
+    recorded instead, so none outlives its test's database."""
+    monkeypatch.setattr(pipeline, "_start_in_background", lambda **kwargs: None)
 
 
 def client_for(user) -> APIClient:
@@ -149,6 +157,10 @@ async def test_a_socket_whose_channel_layer_fails_closes_with_an_error_frame_kee
 async def test_a_new_socket_during_the_outage_is_told_and_the_first_after_it_works(
     private_redis, session, alice, fake_openai
 ):
+    # A socket before the outage, so the layer's pool holds connections Redis then drops.
+    socket, connected = await open_socket(alice, session.pk)
+    assert connected is True
+    await socket.disconnect()
     await sync_to_async(private_redis.kill)()
     socket, connected = await open_socket(alice, session.pk)
     assert connected is True
