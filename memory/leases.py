@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -114,7 +115,6 @@ class _Renewer:
     def __init__(self) -> None:
         self._held: set[Held] = set()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, held: Held) -> None:
@@ -134,7 +134,7 @@ class _Renewer:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(RENEW_SECONDS)
+            time.sleep(RENEW_SECONDS)
             with self._lock:
                 tokens = [held.token for held in self._held]
                 if not tokens:
