@@ -21,6 +21,7 @@ import threading
 import time
 
 from daphne.cli import CommandLineInterface
+from daphne.http_protocol import WebRequest
 from daphne.server import Server
 from twisted.internet import reactor
 
@@ -28,6 +29,7 @@ logger = logging.getLogger("driftless.serve")
 
 # In-flight turns get this long to finish before they are marked interrupted.
 DRAIN_SECONDS = 8.0
+FLUSH_SECONDS = 0.5
 
 
 class GracefulServer(Server):
@@ -59,6 +61,20 @@ class GracefulServer(Server):
         for listener in self.listeners:
             listener.addCallback(lambda port: port.stopListening())
 
+    def _answering(self) -> bool:
+        """Whether an HTTP request is still being answered (a finished turn's response
+        is written after its lease is released)."""
+        try:
+            connections = list(self.connections.items())
+        except RuntimeError:  # changed by the reactor thread meanwhile: look again
+            return True
+        return any(
+            isinstance(protocol, WebRequest)
+            and details.get("application_instance") is not None
+            and not details["application_instance"].done()
+            for protocol, details in connections
+        )
+
     def _drain_and_exit(self) -> None:
         from django.db import connections
 
@@ -69,9 +85,12 @@ class GracefulServer(Server):
         code = 0
         try:
             deadline = time.monotonic() + DRAIN_SECONDS
-            while held_by_this_process(TURN_LEASE_PREFIX) and time.monotonic() < deadline:
+            while time.monotonic() < deadline and (
+                held_by_this_process(TURN_LEASE_PREFIX) or self._answering()
+            ):
                 time.sleep(0.1)
             interrupted = interrupt_running_turns()
+            time.sleep(FLUSH_SECONDS)  # the last answers leave the socket buffers
             logger.info("stopped; %d turn(s) marked interrupted", interrupted)
             connections.close_all()
         except Exception:
