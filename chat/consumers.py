@@ -1,10 +1,13 @@
 """The websocket of one session: ``ws/sessions/<id>/`` (protocol in docs/websocket.md).
 
-The consumer is an interface and stays thin: it checks that the caller owns the session,
-parses each frame (chat/protocol.py), hands the work to one domain function in a worker
-thread, and forwards the session's events (memory/events.py) as JSON frames. The work
-runs off the event loop so the socket keeps receiving (and refusing a second send) while
-a reply streams; events reach every tab of the session through the channel-layer group.
+The consumer is an interface and stays thin: it checks that the caller may reach the
+session (``Session.objects.owned_by``: their own, while a member and active) when the
+socket opens, again before every frame, and when the account changes (chat/accounts.py),
+closing the socket once access has ended; it parses each frame (chat/protocol.py), hands
+the work to one domain function in a worker thread, and forwards the session's events
+(memory/events.py) as JSON frames. The work runs off the event loop so the socket keeps
+receiving (and refusing a second send) while a reply streams; events reach every tab of
+the session through the channel-layer group.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.db import connections
+from django.utils.module_loading import import_string
 
+from chat.accounts import live_user, user_group
+from chat.errors import log_error, public_failure
 from chat.protocol import (
     TURN_IN_PROGRESS_MESSAGE,
     ClientFrame,
@@ -60,14 +67,38 @@ EVENTS_UNAVAILABLE_MESSAGE = (
 GROUP_JOIN_ATTEMPTS = 3
 
 
-def _owns_session(user, session_id: int) -> bool:
-    return Session.objects.owned_by(user).filter(pk=session_id).exists()
+class AccessEnded(Exception):
+    """The caller may no longer reach the session: logged out, deactivated, password
+    changed, or no longer a member of its organization."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
-def _act(user, session_id: int, frame: ClientFrame) -> None:
+def _reachable_session(session_key: str | None, session_id: int) -> Session:
+    """The session, read afresh for the user the login session names now; AccessEnded
+    with the close code otherwise."""
+    store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")(session_key)
+    user = live_user(store) if session_key else None
+    if user is None:
+        raise AccessEnded(CLOSE_UNAUTHENTICATED)
+    session = (
+        Session.objects.owned_by(user).select_related("agent", "user").filter(pk=session_id).first()
+    )
+    if session is None:
+        raise AccessEnded(CLOSE_FORBIDDEN)
+    return session
+
+
+def _check_access(session_key: str | None, session_id: int) -> None:
+    _reachable_session(session_key, session_id)
+
+
+def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
     """Run one client request to the end, in a worker thread."""
     try:
-        session = Session.objects.owned_by(user).select_related("agent").get(pk=session_id)
+        session = _reachable_session(session_key, session_id)
         if isinstance(frame, SendMessage):
             do_send_message(session=session, content=frame.content)
         elif isinstance(frame, RetryTurn):
@@ -81,6 +112,8 @@ def _act(user, session_id: int, frame: ClientFrame) -> None:
 
 class SessionConsumer(AsyncWebsocketConsumer):
     session_id: int | None = None
+    session_key: str | None = None  # the login session the socket was opened with
+    user_id: int | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -124,21 +157,26 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not await database_sync_to_async(_owns_session)(user, session_id):
-            await self.close(code=CLOSE_FORBIDDEN)  # not found and not yours look the same
+        self.session_key = self.scope["session"].session_key
+        try:
+            await database_sync_to_async(_check_access)(self.session_key, session_id)
+        except AccessEnded as ended:
+            await self.close(code=ended.code)  # not found and not yours look the same
             return
         self.session_id = session_id
+        self.user_id = user.pk
         joined = await self._join_group()
         await self.accept()
         if not joined:
             await self.channel_failed({})
 
     async def _join_group(self) -> bool:
+        """Join the session's and the user's groups; False when the layer is down."""
+        groups = (session_group(self.session_id), user_group(self.user_id))
         for attempt in range(GROUP_JOIN_ATTEMPTS):
             try:
-                await self.channel_layer.group_add(
-                    session_group(self.session_id), self.channel_name
-                )
+                for group in groups:
+                    await self.channel_layer.group_add(group, self.channel_name)
                 return True
             except Exception as err:
                 logger.warning("could not join the events of session %s: %r", self.session_id, err)
@@ -149,12 +187,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.session_id is None:
             return
-        try:
-            await self.channel_layer.group_discard(
-                session_group(self.session_id), self.channel_name
-            )
-        except Exception:  # a dead layer forgets the group by itself (group expiry)
-            logger.debug("could not leave the events of session %s", self.session_id)
+        for group in (session_group(self.session_id), user_group(self.user_id)):
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # a dead layer forgets the group by itself (group expiry)
+                logger.debug("could not leave %s", group)
         # A running turn is left to finish: its reply is stored for the next visit.
         await database_sync_to_async(request_exit_evaluation)(session_id=self.session_id)
 
@@ -171,16 +208,35 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _perform(self, frame: ClientFrame) -> None:
         work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
         try:
-            await work(self.scope["user"], self.session_id, frame)
+            await work(self.session_key, self.session_id, frame)
+        except AccessEnded as ended:
+            await self.close(code=ended.code)
         except TurnBusy:
             await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
         except ServerStopping as err:
             await self._send_error("server_restarting", str(err))
         except NothingToRetry as err:
             await self._send_error("nothing_to_retry", str(err))
-        except Exception:
-            logger.exception("websocket request failed in session %s", self.session_id)
-            await self._send_error("internal_error", "the request failed; try again")
+        except Exception as err:
+            error_id = log_error(
+                "websocket request failed in session %s", self.session_id, exc_info=err
+            )
+            await self._send_error(
+                "internal_error", public_failure("the request failed; try again", error_id)
+            )
+
+    async def account_changed(self, message: dict) -> None:
+        """The account changed (chat/accounts.py): close if access has ended. A logout
+        names its login session: that one's sockets close without asking."""
+        logged_out = message.get("session_key")
+        if logged_out is not None:
+            if logged_out == self.session_key:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            await database_sync_to_async(_check_access)(self.session_key, self.session_id)
+        except AccessEnded as ended:
+            await self.close(code=ended.code)
 
     async def session_event(self, message: dict) -> None:
         """An event published to the session's group: forwarded unchanged."""

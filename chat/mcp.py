@@ -1,10 +1,13 @@
 """An agent's MCP servers as a tool source for the turn.
 
-An agent lists servers in ``Agent.mcp_servers``: ``{"name": "files", "command": ["python",
-"server.py"]}`` (stdio) or ``{"name": "web", "url": "http://127.0.0.1:9000/mcp"}``
-(streamable HTTP). Their tools join the model's tools list after the built-ins, named
-``mcp__<server>__<tool>``: a built-in name never starts that way, so an MCP tool can never
-shadow one.
+The operator declares the servers in the deployment configuration (``MCP_SERVERS``, read
+from ``DRIFTLESS_MCP_SERVERS`` or ``DRIFTLESS_MCP_SERVERS_FILE``): ``{"name": "files",
+"command": ["python", "server.py"]}`` (stdio) or ``{"name": "web", "url":
+"http://127.0.0.1:9000/mcp"}`` (streamable HTTP). An agent only names the servers it uses
+(``Agent.mcp_servers``, see :func:`declared_servers`): nothing typed in the admin or stored
+in the database ever becomes a command or a URL. Their tools join the model's tools list
+after the built-ins, named ``mcp__<server>__<tool>``: a built-in name never starts that
+way, so an MCP tool can never shadow one.
 
 The official ``mcp`` client is asynchronous while the turn is a plain synchronous
 function running in its own worker thread. :class:`McpToolSource` therefore owns a
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Implementation, TextContent
 
@@ -76,8 +80,25 @@ class _Server:
         return not self.error and self.task is not None and not self.task.done()
 
 
+def declared_servers(names: object) -> object:
+    """The operator's declarations of the servers an agent names. A name the configuration
+    does not declare (or anything that is not a name) stays unresolved and is reported as
+    unavailable in the turn; it never runs."""
+    if not isinstance(names, list | tuple):
+        return names
+    return [
+        settings.MCP_SERVERS.get(name, name) if isinstance(name, str) else _NOT_A_NAME
+        for name in names
+    ]
+
+
+_NOT_A_NAME = "(an entry that is not a server name)"
+
+
 def _target(spec: object) -> tuple[str, StdioServerParameters | str | None, str]:
-    """(name, client target, error) of one ``mcp_servers`` entry; error when it is invalid."""
+    """(name, client target, error) of one server declaration; error when it is invalid."""
+    if isinstance(spec, str):
+        return spec, None, "not declared in the deployment configuration (DRIFTLESS_MCP_SERVERS)"
     if not isinstance(spec, dict):
         return "?", None, "the server entry is not a JSON object"
     name = spec.get("name")

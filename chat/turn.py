@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chat.mcp import McpToolSource
+from chat.errors import log_error, public_failure
+from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory import leases
 from memory.context import ContextStack, assemble_context, render_window
@@ -63,6 +64,14 @@ class ServerStopping(Exception):
 
     def __init__(self) -> None:
         super().__init__(STOPPING_MESSAGE)
+
+
+class AccessEnded(Exception):
+    """The session's user lost access mid-turn (left the organization, was deactivated):
+    the model is not asked again."""
+
+    def __init__(self) -> None:
+        super().__init__("the turn stopped: you no longer have access to this session")
 
 
 class NothingToRetry(Exception):
@@ -175,16 +184,24 @@ def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
         {"type": "turn.started", "turn_id": result.turn_id, "user_message_id": user_message.pk},
     )
     try:
-        with McpToolSource(session.agent.mcp_servers) as mcp:
+        with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
             stack = assemble_context(
                 session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
             )
             _converse(session=session, stack=stack, mcp=mcp, result=result)
+    except AccessEnded as err:
+        _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
-        _fail(session, result, failure="model", text=str(err))
-    except Exception:
-        logger.exception("turn %s of session %s failed", result.turn_id, session.pk)
-        _fail(session, result, failure="internal", text=INTERNAL_ERROR_TEXT)
+        # The user reads why, without the endpoint's address; the log has it all.
+        error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
+        _fail(session, result, failure="model", text=public_failure(str(err), error_id))
+    except Exception as err:
+        error_id = log_error(
+            "turn %s of session %s failed", result.turn_id, session.pk, exc_info=err
+        )
+        _fail(
+            session, result, failure="internal", text=public_failure(INTERNAL_ERROR_TEXT, error_id)
+        )
     return result
 
 
@@ -214,6 +231,8 @@ def _converse(
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
     for round_number in range(MAX_TOOL_ROUNDS + 1):
+        if round_number and not session.still_reachable():
+            raise AccessEnded()
         completion = _stream(model, messages, stack.tools, session, result.turn_id)
         result.add_usage(completion.usage)
         if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:

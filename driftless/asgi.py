@@ -17,14 +17,10 @@ import redis.asyncio  # noqa: E402, F401
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 
-if settings.DEBUG:
-    django_http = ASGIStaticFilesHandler(django_http)
-
+# Static files come from WhiteNoise's middleware (driftless/settings.py), in every mode.
 application = ProtocolTypeRouter(
     {
         "http": django_http,

@@ -4,9 +4,12 @@ Each helper refuses a bad value with a message that names the variable, so a typ
 stops start-up instead of silently running with a default.
 """
 
+import json
 import os
-from urllib.parse import unquote, urlsplit
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -63,26 +66,30 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def database_from_url(name: str, url: str) -> dict:
-    """Turn ``postgres://user:password@host:port/dbname`` into a DATABASES entry."""
-    parts = urlsplit(url)
-    if parts.scheme not in {"postgres", "postgresql"} or not parts.path.strip("/"):
-        raise ImproperlyConfigured(
-            f"{name}: expected postgres://user:password@host:port/dbname, got {url!r}"
-        )
+    """A DATABASES entry from ``postgres://user:password@host:port/dbname?options``, parsed
+    by dj-database-url: query options (``sslmode=require``, ``connect_timeout``, ...) reach
+    the driver's connection options. PostgreSQL (or a ``sqlite:///path``) only."""
+    refused = ImproperlyConfigured(
+        f"{name}: expected postgres://user:password@host:port/dbname, got {_redacted(url)!r}"
+    )
     try:
-        port = parts.port
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}: the port in {url!r} is not a number") from None
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parts.path.strip("/")),
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(port or ""),
-        "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
-    }
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except (ValueError, dj_database_url.UnknownSchemeError):
+        raise refused from None
+    if config.get("ENGINE") not in _DATABASE_ENGINES or not config.get("NAME"):
+        raise refused
+    return config
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+_DATABASE_ENGINES = {"django.db.backends.postgresql", "django.db.backends.sqlite3"}
 
 
 def check_redis_url(name: str, url: str) -> str:
@@ -96,3 +103,63 @@ def redis_url_with_db(url: str, db: int) -> str:
     """The same server as ``url`` but another database number."""
     parts = urlsplit(url)
     return parts._replace(path=f"/{db}").geturl()
+
+
+def mcp_servers_from_env(name: str, file_name: str) -> dict[str, dict]:
+    """The MCP servers the operator declares, by name: a JSON list in the variable ``name``
+    or in the file that ``file_name`` points at (not both). Each entry is
+    ``{"name": "files", "command": ["python", "server.py"]}`` (stdio) or
+    ``{"name": "web", "url": "https://mcp.example/mcp"}`` (streamable HTTP). Agents only
+    name servers from this list; commands and URLs never come from the database."""
+    raw, source = os.environ.get(name, "").strip(), name
+    path = os.environ.get(file_name, "").strip()
+    if raw and path:
+        raise ImproperlyConfigured(f"{name} and {file_name}: set one of them, not both")
+    if path:
+        source = f"{file_name} ({path})"
+        try:
+            raw = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise ImproperlyConfigured(f"{source}: cannot read the file: {err}") from None
+    if not raw.strip():
+        return {}
+    try:
+        entries = json.loads(raw)
+    except ValueError as err:
+        raise ImproperlyConfigured(f"{source}: not valid JSON: {err}") from None
+    if not isinstance(entries, list):
+        raise ImproperlyConfigured(f"{source}: expected a JSON list of server objects")
+    servers: dict[str, dict] = {}
+    for entry in entries:
+        problem = _mcp_entry_problem(entry)
+        if problem:
+            raise ImproperlyConfigured(f"{source}: {problem}: {entry!r}")
+        if entry["name"] in servers:
+            raise ImproperlyConfigured(f"{source}: two servers are named {entry['name']!r}")
+        servers[entry["name"]] = entry
+    return servers
+
+
+def _mcp_entry_problem(entry: object) -> str:
+    if not isinstance(entry, dict):
+        return "an entry is not a JSON object"
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        return 'an entry needs a "name" (text without surrounding spaces)'
+    unknown = set(entry) - {"name", "command", "url"}
+    if unknown:
+        return f"unknown field(s) {', '.join(sorted(unknown))}"
+    command, url = entry.get("command"), entry.get("url")
+    if (command is None) == (url is None):
+        return 'give exactly one of "command" (stdio) or "url" (streamable HTTP)'
+    if command is not None and (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(part, str) and part for part in command)
+    ):
+        return '"command" must be a non-empty list of strings'
+    if url is not None and (
+        not isinstance(url, str) or not url.startswith(("http://", "https://"))
+    ):
+        return '"url" must be an http:// or https:// URL'
+    return ""

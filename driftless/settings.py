@@ -7,6 +7,7 @@ channel layer, tasks run in-process, and the offline model. ``DATABASE_URL`` and
 
 from pathlib import Path
 
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from driftless.env import (
@@ -17,6 +18,7 @@ from driftless.env import (
     env_int,
     env_list,
     env_str,
+    mcp_servers_from_env,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -37,6 +39,35 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+# Security headers (SecurityMiddleware; nosniff, same-origin referrer and opener policies
+# are Django's defaults). HTTPS-only settings are opt-in: the TLS proxy's operator knows.
+X_FRAME_OPTIONS = "DENY"
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):  # behind a proxy that sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Content-Security-Policy (django-csp): scripts, styles and connections from this origin
+# only; no inline script, no style attributes, no framing. 'self' covers the same-origin
+# websocket (ws:/wss:) in current browsers.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# Login throttling (chat/login_throttle.py) and API throttling (DRF, below).
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -45,6 +76,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "csp",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -55,12 +87,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chat.errors.ErrorIdMiddleware",
 ]
 
 ROOT_URLCONF = "driftless.urls"
@@ -179,6 +214,10 @@ DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
 
+# MCP servers are the operator's to declare (commands run as the server's user, URLs are
+# fetched from the server): agents only choose among these names (Agent.mcp_servers).
+MCP_SERVERS = mcp_servers_from_env("DRIFTLESS_MCP_SERVERS", "DRIFTLESS_MCP_SERVERS_FILE")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -190,12 +229,23 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers 401 with the first class's WWW-Authenticate challenge
+    # (``Token``); a session class first would turn every auth failure into a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Per caller, in the shared cache: a turn costs a model call, so the default is modest.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("API_THROTTLE_ANON", "60/minute"),
+        "user": env_str("API_THROTTLE_USER", "600/minute"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Driftless agents API",
@@ -210,9 +260,17 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Static files: WhiteNoise serves them from the ASGI app itself, compressed, after
+# `manage.py collectstatic` (into STATIC_ROOT); under DEBUG straight from static/.
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or VAR_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGGING = {
     "version": 1,

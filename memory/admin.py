@@ -6,6 +6,8 @@ rows) is read-only here.
 
 import json
 
+from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.http import HttpResponse
@@ -50,8 +52,41 @@ class OrganizationAdmin(admin.ModelAdmin):
     filter_horizontal = ["members"]
 
 
+def _declared_mcp_servers() -> list[tuple[str, str]]:
+    return [
+        (name, f"{name} ({'command' if 'command' in spec else spec['url']})")
+        for name, spec in sorted(settings.MCP_SERVERS.items())
+    ]
+
+
+class AgentForm(forms.ModelForm):
+    # Staff choose among the servers the operator declared; a command or a URL cannot
+    # be typed here (see MCP_SERVERS in driftless/settings.py).
+    mcp_servers = forms.MultipleChoiceField(
+        choices=_declared_mcp_servers,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="MCP servers",
+        help_text="Declared by the operator in DRIFTLESS_MCP_SERVERS; none when empty.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = [
+            "organization",
+            "name",
+            "soul",
+            "skills",
+            "model_name",
+            "temperature",
+            "mcp_servers",
+            "memory_token_budget",
+        ]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ["name", "organization", "model_name", "memory_token_budget", "created_at"]
     list_filter = ["organization"]
     search_fields = ["name", "soul", "skills"]

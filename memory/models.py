@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -33,6 +34,19 @@ class Organization(models.Model):
         return self.name
 
 
+def validate_mcp_server_names(value: object) -> None:
+    """An agent names MCP servers; only the deployment configuration says what they run."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ValidationError("expected a list of MCP server names, not server definitions")
+    unknown = sorted(set(value) - set(settings.MCP_SERVERS))
+    if unknown:
+        declared = ", ".join(sorted(settings.MCP_SERVERS)) or "none"
+        raise ValidationError(
+            f"not declared in the deployment configuration: {', '.join(unknown)} "
+            f"(declared: {declared})"
+        )
+
+
 class AgentQuerySet(models.QuerySet):
     def usable_by(self, user) -> AgentQuerySet:
         """Agents of the organizations the user belongs to."""
@@ -53,8 +67,9 @@ class Agent(models.Model):
     mcp_servers = models.JSONField(
         default=list,
         blank=True,
-        help_text='MCP servers: [{"name": "files", "command": ["python", "server.py"]} '
-        'or {"name": "web", "url": "http://127.0.0.1:9000/mcp"}].',
+        validators=[validate_mcp_server_names],
+        help_text="Names of the MCP servers this agent uses, from those the operator declares "
+        "in the deployment configuration (DRIFTLESS_MCP_SERVERS).",
     )
     memory_token_budget = models.PositiveIntegerField(
         default=DEFAULT_MEMORY_TOKEN_BUDGET,
@@ -78,7 +93,13 @@ class Agent(models.Model):
 
 class SessionQuerySet(models.QuerySet):
     def owned_by(self, user) -> SessionQuerySet:
-        return self.filter(user=user)
+        """The sessions the user may reach right now: their own, in an organization they
+        still belong to, while their account is active. Every interface (REST, pages, the
+        socket and each of its frames, the agent's tools) reads through this one method,
+        so leaving an organization or being deactivated ends access at once."""
+        if user is None or not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(user=user, user__is_active=True, organization__members=user)
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
@@ -156,6 +177,11 @@ class Session(models.Model):
     def active_topic(self) -> Topic:
         return self.topics.get(is_active=True)
 
+    def still_reachable(self) -> bool:
+        """Whether its user may still reach it (``Session.objects.owned_by``), asked afresh:
+        for work that outlives the request that started it (a turn's rounds and tools)."""
+        return Session.objects.owned_by(self.user).filter(pk=self.pk).exists()
+
     def append_message(self, *, topic: Topic | None = None, **fields) -> Message:
         """Add a message at the end of the session, in the active topic by default.
 
@@ -199,7 +225,8 @@ class TopicQuerySet(models.QuerySet):
         return self.filter(Q(keep_in_memory=True) | Q(deprecated=True))
 
     def owned_by(self, user) -> TopicQuerySet:
-        return self.filter(session__user=user)
+        """Topics of the sessions ``Session.objects.owned_by(user)`` finds."""
+        return self.filter(session__in=Session.objects.owned_by(user))
 
 
 class Topic(models.Model):

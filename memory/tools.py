@@ -6,7 +6,9 @@ JSON string stored as a ``tool`` message in the active topic's thread, so the mo
 reasons over what it just did and the summary of the topic covers it.
 
 A tool only ever reaches the caller's own scope: topics of the same session, the facts
-of the session's (user, agent, organization). A topic id from another session or another
+of the session's (user, agent, organization), and only while the session's user may still
+reach it (``Session.objects.owned_by``: a member of its organization, active); a call
+after access ended is refused and changes nothing. A topic id from another session or another
 user gets the same refusal as an id that does not exist, so nothing about it leaks. Bad
 input (unknown tool, invalid JSON, a missing or wrong field) becomes an error result the
 model can read and correct; it never raises and never kills the turn.
@@ -159,7 +161,13 @@ def dispatch_tool_calls(
     return messages
 
 
+ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was done"
+
+
 def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[str, Any]:
+    # Asked afresh for every call: a turn may outlive its user's membership.
+    if not session.still_reachable():
+        return {"error": ACCESS_ENDED_ERROR}
     handler = _HANDLERS.get(call.name)
     if handler is None and not _other_has(other, call.name):
         return {"error": f"unknown tool {call.name!r}"}

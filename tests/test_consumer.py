@@ -337,9 +337,12 @@ async def test_a_refused_stranger_schedules_no_evaluation(bob, session, schedule
     assert not await database_sync_to_async(Message.objects.exists)()
 
 
-async def test_mcp_tools_work_from_the_turns_worker_thread(alice, agent, session, fake_openai):
+async def test_mcp_tools_work_from_the_turns_worker_thread(
+    alice, agent, session, fake_openai, settings
+):
     server = Path(__file__).with_name("mcp_echo_server.py")
-    agent.mcp_servers = [{"name": "echo", "command": [sys.executable, str(server)]}]
+    settings.MCP_SERVERS = {"echo": {"name": "echo", "command": [sys.executable, str(server)]}}
+    agent.mcp_servers = ["echo"]
     await database_sync_to_async(agent.save)(update_fields=["mcp_servers"])
     fake_openai.reply_tool_calls([("mcp__echo__echo", {"text": "over the socket"})])
     fake_openai.reply_text("Echoed.")

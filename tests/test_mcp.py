@@ -22,9 +22,12 @@ BUILTINS = ["notes", "important_info", "manage_topic_memory"]
 
 
 @pytest.fixture
-def with_servers(agent):
+def with_servers(agent, settings):
+    """The operator declares the servers (settings.MCP_SERVERS); the agent names them."""
+
     def configure(*servers):
-        agent.mcp_servers = list(servers)
+        settings.MCP_SERVERS = {server["name"]: server for server in servers}
+        agent.mcp_servers = [server["name"] for server in servers]
         agent.save(update_fields=["mcp_servers"])
 
     return configure
@@ -132,7 +135,8 @@ def test_a_reachable_server_still_works_beside_a_missing_one(session, fake_opena
 @pytest.mark.parametrize(
     "spec, reason",
     [
-        ("not an object", "not a JSON object"),
+        (["not an object"], "not a JSON object"),
+        ("undeclared", "not declared in the deployment configuration"),
         ({"command": ["x"]}, 'no "name"'),
         ({"name": "both", "command": ["x"], "url": "http://x"}, "exactly one of"),
         ({"name": "empty", "command": []}, "non-empty list of strings"),
@@ -173,3 +177,22 @@ def test_names_are_namespaced_sanitized_and_fit_the_openai_limit():
     assert namespaced_tool_name("a__b", "x") == "mcp__a_b__x"
     long = namespaced_tool_name("s" * 40, "t" * 40)
     assert long.startswith("mcp__sss") and len(long) == 64
+
+
+def test_a_name_the_operator_did_not_declare_never_runs(session, fake_openai, agent, settings):
+    settings.MCP_SERVERS = {"echo": ECHO_SERVER}
+    # Whatever reached the database (an old definition, an undeclared name) is not run.
+    agent.mcp_servers = ["echo", "undeclared", {"name": "x", "command": ["sh", "-c", "id"]}]
+    agent.save(update_fields=["mcp_servers"])
+
+    do_send_message(session=session, content="What can you do?")
+
+    assert tool_names(fake_openai.requests[0]) == [
+        *BUILTINS,
+        "mcp__echo__echo",
+        "mcp__echo__fail",
+        "mcp__echo__notes",
+    ]
+    working_memory = json.dumps(fake_openai.requests[0]["messages"])
+    assert "'undeclared' is unavailable in this turn: not declared" in working_memory
+    assert "not a server name" in working_memory

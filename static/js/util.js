@@ -16,6 +16,8 @@
       if (key === "text") node.textContent = value;
       else if (key === "class") node.className = value;
       else if (key === "dataset") Object.assign(node.dataset, value);
+      // Through the CSSOM: the Content-Security-Policy refuses style *attributes*.
+      else if (key === "style") node.style.cssText = value;
       else if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }

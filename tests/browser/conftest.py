@@ -62,9 +62,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server_url(django_db_setup, django_db_blocker) -> str:
-    """daphne serving driftless.asgi on the test database, for the whole session."""
+def start_daphne(env_overrides: dict[str, str]):
+    """daphne serving driftless.asgi on the test database; yields its URL, then stops it."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -75,8 +74,8 @@ def server_url(django_db_setup, django_db_blocker) -> str:
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
         "DRIFTLESS_TEST_RUN": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
-        "DEBUG": "true",  # static files served by the ASGI app, 127.0.0.1 allowed
         "PYTHONUNBUFFERED": "1",
+        **env_overrides,
     }
     log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
     process = subprocess.Popen(
@@ -107,6 +106,12 @@ def server_url(django_db_setup, django_db_blocker) -> str:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="session")
+def server_url(django_db_setup, django_db_blocker) -> str:
+    """daphne on the test database, for the whole session (static files from static/)."""
+    yield from start_daphne({"DEBUG": "true"})
 
 
 @pytest.fixture
