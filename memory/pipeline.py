@@ -181,7 +181,9 @@ def run_evaluation(
     started = timezone.now()
     due = Session.objects.filter(pk=session_id).values_list("evaluation_due_at", flat=True)
     due = due.first()
-    if debounce_token is not None and due is not None and due > _parse_token(debounce_token):
+    # An exit trigger's task runs only while its due time is still the session's: a later
+    # trigger moved it, or an evaluation since answered it (None).
+    if debounce_token is not None and (due is None or due > _parse_token(debounce_token)):
         return EvaluationOutcome("skipped", "superseded by a later trigger")
     outcome = evaluate_session(session_id=session_id, reason=reason)
     if due is not None and due <= started and outcome.detail != BUSY:
