@@ -31,13 +31,17 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-DRIFT_DATA ?= ../shared/data/drift
+# The public dialogue sets live outside the repository: `make bench DRIFT_DATA=<dir>`.
+DRIFT_DATA ?=
 
 bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/context_assembly.py
 	$(PY) bench/soak.py
-	@for data in $(DRIFT_DATA)/tiage-dev.jsonl $(DRIFT_DATA)/superdialseg-validation.jsonl \
+	$(PY) bench/summary_cost.py
+	@for data in $(if $(DRIFT_DATA),$(DRIFT_DATA)/tiage-dev.jsonl \
+		$(DRIFT_DATA)/superdialseg-validation.jsonl) \
 		bench/data/product-tune.jsonl bench/data/product-test.jsonl; do for interval in 1 10; do \
 		$(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; \
 	done; done
+	$(PY) bench/drift_quality.py --data bench/data/product-test.jsonl --replies offline

@@ -42,7 +42,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -69,6 +69,13 @@ class Dialogue:
     turns: list[Turn]
     boundaries: list[int]
     source: str = ""
+    lang: str = "en"
+    kinds: tuple[str, ...] = ()  # per boundary: "cue", "no_cue" or "same_domain"
+
+    def kind_of(self, boundary: int) -> str:
+        if len(self.kinds) == len(self.boundaries):
+            return self.kinds[self.boundaries.index(boundary)]
+        return "unlabelled"
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,40 @@ def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
                 source = row.get("source", "")
                 people = roles == "people" or (roles == "auto" and source in PEOPLE_SOURCES)
                 turns = [Turn("user" if people else t["role"], t["text"]) for t in row["turns"]]
-                dialogues.append(Dialogue(row["id"], turns, sorted(row["boundaries"]), source))
+                pairs = sorted(
+                    zip(
+                        row["boundaries"],
+                        row.get("kinds") or [""] * len(row["boundaries"]),
+                        strict=True,
+                    )
+                )
+                dialogues.append(
+                    Dialogue(
+                        row["id"],
+                        turns,
+                        [b for b, _ in pairs],
+                        source,
+                        lang=row.get("lang", "en"),
+                        kinds=tuple(k for _, k in pairs) if row.get("kinds") else (),
+                    )
+                )
     return dialogues
+
+
+#: What the embedded default's offline model (memory/llm.py) answers from its second
+#: reply on: the same line under every question, none of the user's words.
+OFFLINE_REPLY = (
+    "Offline mode: no language model is configured, so I cannot answer that. "
+    "Memory commands work offline: /remember, /forget, /note."
+)
+
+
+def with_offline_replies(dialogue: Dialogue) -> Dialogue:
+    """The dialogue as the embedded default would hold it: every reply the offline line."""
+    turns = [
+        t if t.role != "assistant" else Turn("assistant", OFFLINE_REPLY) for t in dialogue.turns
+    ]
+    return replace(dialogue, turns=turns)
 
 
 # --------------------------------------------------------------------------- #
@@ -105,28 +144,52 @@ def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
 # --------------------------------------------------------------------------- #
 
 
+def checkpoints(n_turns: int, interval: int, *, exit_check: bool = True) -> list[int]:
+    """After which turn the fork loop runs: every ``interval``-th turn (the heartbeat),
+    and with ``exit_check`` after the last turn too (the user leaves the page)."""
+    points = list(range(interval, n_turns + 1, interval))
+    if exit_check and n_turns and (not points or points[-1] != n_turns):
+        points.append(n_turns)
+    return points
+
+
 def simulate(
-    turns: Sequence[Turn], detector: DriftDetector, *, interval: int, scan_back: int
+    turns: Sequence[Turn],
+    detector: DriftDetector,
+    *,
+    interval: int,
+    scan_back: int,
+    exit_check: bool = True,
 ) -> list[int]:
     """Boundaries (global turn indexes) that the fork loop produces for one dialogue.
 
     Turns arrive one at a time into the active topic. After every ``interval``-th
-    turn of the dialogue the detector sees the active topic's whole thread; on
-    drift the turns from its ``start`` on become the new active topic. A start
+    turn of the dialogue, and after its last turn (the exit evaluation when the user
+    leaves; ``exit_check=False`` leaves it out), the detector sees the active topic's
+    whole thread; on
+    drift the turns from its ``start`` on become the new active topic, which is
+    judged again at once (as memory/pipeline.py does), so one check may fork more
+    than once; every fork stays inside the check's scan-back window. A start
     outside the contract raises, so a detector bug cannot hide in the scores.
     """
     boundaries: list[int] = []
     topic_start = 0
-    for seen in range(interval, len(turns) + 1, interval):
-        active = turns[topic_start:seen]
-        verdict = detector.detect(active, scan_back=scan_back)
-        if not verdict.drifted:
-            continue
-        start = verdict.start
-        if start is None or not (1 <= start < len(active) and start >= len(active) - scan_back):
-            raise ValueError(f"{detector.name}: start {start} outside the window of {len(active)}")
-        topic_start += start
-        boundaries.append(topic_start)
+    for seen in checkpoints(len(turns), interval, exit_check=exit_check):
+        window_start = seen - scan_back
+        while True:
+            active = turns[topic_start:seen]
+            verdict = detector.detect(active, scan_back=scan_back)
+            if not verdict.drifted:
+                break
+            start = verdict.start
+            if start is None or not (
+                1 <= start < len(active) and topic_start + start >= window_start
+            ):
+                raise ValueError(
+                    f"{detector.name}: start {start} outside the window of {len(active)}"
+                )
+            topic_start += start
+            boundaries.append(topic_start)
     return boundaries
 
 
@@ -198,6 +261,58 @@ def score(dialogues: Sequence[Dialogue], predictions: Sequence[Sequence[int]]) -
         false_forks=sum(len(p) for p in coherent) / len(coherent) if coherent else 0.0,
         coherent=len(coherent),
     )
+
+
+#: A switch counts as found when a fork lands within this many turns of it.
+FOUND_TOLERANCE = 2
+
+
+@dataclass
+class Tally:
+    switches: int = 0
+    found: int = 0
+    coherent: int = 0  # dialogues with a single subject
+    false_forks: int = 0  # forks in those dialogues
+
+    def as_json(self) -> dict[str, float]:
+        out: dict[str, float] = {"switches": self.switches, "found": self.found}
+        if self.switches:
+            out["found_share"] = round(self.found / self.switches, 3)
+        if self.coherent:
+            out["coherent"] = self.coherent
+            out["false_forks_per_coherent"] = round(self.false_forks / self.coherent, 3)
+        return out
+
+
+def switch_tallies(
+    dialogues: Sequence[Dialogue], predictions: Sequence[Sequence[int]]
+) -> tuple[dict[str, Tally], dict[str, Tally]]:
+    """Switches found within :data:`FOUND_TOLERANCE` turns and false forks, by language
+    and by kind of switch ("cue", "no_cue", "same_domain"; "coherent" for dialogues
+    with a single subject)."""
+    by_lang: dict[str, Tally] = {}
+    by_kind: dict[str, Tally] = {}
+    for dialogue, predicted in zip(dialogues, predictions, strict=True):
+        lang = by_lang.setdefault(dialogue.lang, Tally())
+        if not dialogue.boundaries:
+            for tally in (lang, by_kind.setdefault("coherent", Tally())):
+                tally.coherent += 1
+                tally.false_forks += len(predicted)
+        for boundary in dialogue.boundaries:
+            found = any(abs(p - boundary) <= FOUND_TOLERANCE for p in predicted)
+            for tally in (lang, by_kind.setdefault(dialogue.kind_of(boundary), Tally())):
+                tally.switches += 1
+                tally.found += found
+    return by_lang, by_kind
+
+
+def print_tallies(title: str, tallies: dict[str, Tally]) -> None:
+    print(f"{title:<12} {'switches':>8} {'found':>6} {'share':>6} {'coherent':>8} {'ff/coh':>6}")
+    for name in sorted(tallies):
+        t = tallies[name]
+        share = f"{t.found / t.switches:6.0%}" if t.switches else f"{'-':>6}"
+        ff = f"{t.false_forks / t.coherent:6.2f}" if t.coherent else f"{'-':>6}"
+        print(f"{name:<12} {t.switches:8d} {t.found:6d} {share} {t.coherent:8d} {ff}")
 
 
 def run(
@@ -305,7 +420,7 @@ def exchange_examples(
     for dialogue in dialogues:
         opening = set(dialogue.boundaries)
         topic_start = 0
-        for seen in range(interval, len(dialogue.turns) + 1, interval):
+        for seen in checkpoints(len(dialogue.turns), interval):
             active = dialogue.turns[topic_start:seen]
             candidates = candidate_starts(len(active), scan_back)
             for index, cues in exchange_cues(active, candidates).items():
@@ -370,6 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scan-back", type=int, default=10)
     parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")
     parser.add_argument(
+        "--replies",
+        choices=("as-is", "offline"),
+        default="as-is",
+        help="keep the assistant's replies, or replace each by the offline model's line",
+    )
+    parser.add_argument(
         "--roles",
         choices=("auto", "labelled", "people"),
         default="auto",
@@ -390,15 +511,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     dialogues = load_dialogues(args.data, roles=args.roles)
+    if args.replies == "offline":
+        dialogues = [with_offline_replies(d) for d in dialogues]
     predictions, scores, seconds = run(
         dialogues, detector, interval=args.interval, scan_back=args.scan_back
     )
-    _, base, base_seconds = run(
+    base_predictions, base, base_seconds = run(
         dialogues, get_detector("baseline"), interval=args.interval, scan_back=args.scan_back
     )
     print(
         f"{args.data}: {len(dialogues)} dialogues ({scores.coherent} with one subject), "
-        f"interval {args.interval}, scan-back {args.scan_back}, roles {args.roles}"
+        f"interval {args.interval}, scan-back {args.scan_back}, roles {args.roles}, "
+        f"replies {args.replies}"
     )
     print(f"{'detector':<12} {'Pk':>6} {'WinDiff':>7} {'F1':>6} {'ff/coh':>6} {'seconds':>8}")
     for name, s, took in ((detector.name, scores, seconds), ("baseline", base, base_seconds)):
@@ -408,16 +532,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.out, "w", encoding="utf-8") as handle:
             for dialogue, boundaries in zip(dialogues, predictions, strict=True):
                 handle.write(json.dumps({"id": dialogue.id, "boundaries": boundaries}) + "\n")
+    by_lang, by_kind = switch_tallies(dialogues, predictions)
+    base_lang, base_kind = switch_tallies(dialogues, base_predictions)
+    print(f"switches found within ±{FOUND_TOLERANCE} turns ({detector.name}; baseline below)")
+    print_tallies("language", by_lang)
+    print_tallies("kind", by_kind)
+    print("baseline:")
+    print_tallies("language", base_lang)
+    print_tallies("kind", base_kind)
+    switches = sum(t.switches for t in by_lang.values())
     summary = {
         "bench": "drift_quality",
         "data": args.data,
         "detector": detector.name,
         "interval": args.interval,
+        "replies": args.replies,
         "pk": round(scores.pk, 4),
         "wd": round(scores.wd, 4),
         "f1": round(scores.f1, 4),
         "baseline": {"pk": round(base.pk, 4), "wd": round(base.wd, 4), "f1": round(base.f1, 4)},
     }
+    summary["found"] = {
+        "switches": switches,
+        "found": sum(t.found for t in by_lang.values()),
+        "tolerance": FOUND_TOLERANCE,
+        "by_kind": {name: t.as_json() for name, t in sorted(by_kind.items())},
+        "baseline": sum(t.found for t in base_lang.values()),
+    }
+    summary["by_lang"] = {name: t.as_json() for name, t in sorted(by_lang.items())}
     if scores.coherent:
         summary["false_forks_per_coherent"] = round(scores.false_forks, 3)
         summary["baseline"]["false_forks_per_coherent"] = round(base.false_forks, 3)

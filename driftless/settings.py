@@ -213,6 +213,14 @@ DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
+# The summary call's input cap (approximate tokens, prompt included): size it well below the
+# summary model's context. Past it, the oldest messages of the call are left out.
+SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimum=2000)
+# A refresh sends the previous summary plus the messages since (it costs what is new);
+# false sends the whole history whenever it fits the budget.
+SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
+EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
 
 # MCP servers are the operator's to declare (commands run as the server's user, URLs are
 # fetched from the server): agents only choose among these names (Agent.mcp_servers).

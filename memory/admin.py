@@ -1,7 +1,9 @@
 """Django admin for operators: inspect everything, change little.
 
-What only the system writes (sequence numbers, token usage, manual-set flags, audit
-rows) is read-only here.
+What only the system writes (sequence numbers, token usage, manual-set flags, what a
+summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
+(every store of the session needs it); deleting any topic or session invalidates the
+persistent-memory cache of its scope.
 """
 
 import json
@@ -9,8 +11,11 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as delete_selected_action
+from django.contrib.admin.utils import unquote
 from django.db.models import Count
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from memory.models import (
     Agent,
@@ -230,13 +235,39 @@ class TopicAdmin(admin.ModelAdmin):
         "forked_from",
         "evaluated_through_seq",
         "summarized_at",
+        "summary_is_fallback",
+        "summarized_through_seq",
         "created_at",
         "closed_at",
     ]
     inlines = [MessageInline, NotesInline, MemoryDecisionInline]
+    actions = ["delete_selected"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(message_total=Count("messages"))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # No Delete link on the active topic (delete_view explains why). Not through
+        # has_delete_permission: deleting its whole session must stay possible.
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        topic = self.get_object(request, unquote(object_id))
+        if topic is not None and topic.is_active:
+            self.message_user(request, active_topic_refusal([topic]), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:memory_topic_change", args=[topic.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
+    @admin.action(permissions=["delete"], description="Delete selected topics")
+    def delete_selected(self, request, queryset):
+        active = list(queryset.filter(is_active=True))
+        if active:
+            self.message_user(request, active_topic_refusal(active), messages.ERROR)
+            return None  # back to the list, nothing deleted
+        return delete_selected_action(self, request, queryset)
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -259,6 +290,14 @@ class TopicAdmin(admin.ModelAdmin):
     @admin.display(description="messages", ordering="message_total")
     def message_total(self, topic):
         return topic.message_total
+
+
+def active_topic_refusal(topics) -> str:
+    names = ", ".join(f"“{topic}” (session {topic.session_id})" for topic in topics)
+    return (
+        f"Not deleted: {names} is the active topic of its session, which needs one to "
+        "store messages. Start a new topic in that session first, or delete the session."
+    )
 
 
 @admin.register(Message)

@@ -8,7 +8,9 @@ cache keeps hitting from turn to turn:
    memory, durable facts, drift result. Byte-identical across turns unless one of those
    inputs changed: no timestamps, no per-turn ids, nothing iterated in an unordered way.
 2. semi-stable prefix (second system message, omitted when empty): the active topic's
-   notes (archived notes never) and the summaries of this session's earlier topics.
+   notes (archived notes never) and the summaries of this session's earlier topics,
+   capped at ``EARLIER_TOPICS_TOKEN_BUDGET`` with the oldest dropped first (reported, like
+   persistent memory's, in ``dropped_earlier_topics``).
 3. volatile suffix: the active topic's trailing window of at most
    ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, then the
    working memory as a last system message.
@@ -31,13 +33,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db.models import Q
 
 from memory.constants import ACTIVE_WINDOW_MESSAGES
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory
 from memory.thread import usage_totals
-from memory.tokens import estimate_tokens
+from memory.tokens import estimate_tokens, oldest_to_drop
 from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
@@ -67,7 +70,8 @@ class ContextStack:
     layers: tuple[ContextLayer, ...]
     messages: list[dict]
     tools: list[dict]
-    dropped: tuple[str, ...]
+    dropped: tuple[str, ...]  # persistent-memory titles the budget left out
+    dropped_earlier_topics: tuple[str, ...] = ()  # this session's, by its budget
 
     def layer(self, name: LayerName) -> ContextLayer:
         return next(layer for layer in self.layers if layer.name == name)
@@ -77,6 +81,7 @@ class ContextStack:
             "layers": [asdict(layer) for layer in self.layers],
             "tokens": sum(layer.tokens for layer in self.layers),
             "dropped": list(self.dropped),
+            "dropped_earlier_topics": list(self.dropped_earlier_topics),
             "messages": self.messages,
             "tools": self.tools,
         }
@@ -106,10 +111,11 @@ def assemble_context(
         durable_facts=_facts_text(session),
         drift_result=_section("Drift detection", session.drift_result.strip()),
     )
+    prior_text, prior_dropped = _prior_topics(prior)
     semi_stable = _layer(
         "semi_stable",
         notes=_section("Notes for the current topic", _active_notes(active["pk"]).strip()),
-        prior_topics=_section("Earlier topics in this session", _prior_topics_text(prior)),
+        prior_topics=_section("Earlier topics in this session", prior_text),
     )
     window = trailing_window(topic_id=active["pk"])
     volatile = _layer(
@@ -130,6 +136,7 @@ def assemble_context(
         messages=messages,
         tools=tools,
         dropped=tuple(entry.title for entry in memory.dropped),
+        dropped_earlier_topics=prior_dropped,
     )
 
 
@@ -245,15 +252,20 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
     return active, [row for row in rows if not row["is_active"]]
 
 
-def _prior_topics_text(prior: list[dict]) -> str:
-    lines = []
+def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
+    """The earlier-topics block under ``EARLIER_TOPICS_TOKEN_BUDGET``, and the titles of
+    the topics it dropped, oldest first (FIFO, as persistent memory does)."""
+    lines, titles = [], []
     for topic in prior:
         title = " ".join(topic["title"].split()) or UNTITLED
+        titles.append(title)
         if topic["deprecated"]:
             lines.append(f"- {DEPRECATED_PREFIX}{title}")
         else:
             lines.append(f"- {title}: {topic['summary'].strip()}")
-    return "\n".join(lines)
+    budget = settings.EARLIER_TOPICS_TOKEN_BUDGET
+    start = oldest_to_drop([estimate_tokens(line) + 1 for line in lines], budget)
+    return "\n".join(lines[start:]), tuple(titles[:start])
 
 
 def _active_notes(topic_id: int) -> str:

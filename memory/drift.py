@@ -4,14 +4,17 @@ Detectors (the :class:`~memory.drift_detectors.DriftDetector` protocol) see the 
 topic's conversation as turns: user messages and assistant messages with text. Tool calls
 and their results carry no subject of their own; they follow the turn they belong to.
 
-* ``lexical`` (memory/drift_detectors.py) needs no model: the offline default and the
-  cheap first pass.
-* ``llm`` (:class:`LLMDriftDetector`) asks the model for a JSON answer, validated as
-  strictly as a summary: ``drifted`` must be a boolean and ``start`` a turn inside the
-  scan-back window; anything else is not trusted.
-* ``auto`` (the default, :class:`ConfirmedDriftDetector`): the lexical pass runs first and
-  the model is asked only to confirm a drift it found, so most evaluations cost no call.
-  With the offline model only the model-free detector runs.
+* ``lexical`` (memory/drift_detectors.py) needs no model: the offline default.
+* ``llm`` and ``auto`` (the default; :class:`LLMDriftDetector`): the model decides. One
+  JSON call reads the window with the topic's title and summary so far and says whether
+  and where a new subject begins, validated as strictly as a summary: ``drifted`` must be
+  a boolean and ``start`` a turn inside the window; an unusable answer never forks.
+  ``auto`` skips the call when the window holds no user turn. With the offline model
+  both run the model-free detector.
+
+An evaluation may fork more than once (memory/pipeline.py): after a fork the new topic is
+judged again, so two subjects opened between two evaluations make two forks, each
+relocating only messages of the scan-back window.
 
 The silent fork (:func:`do_silent_fork`) is one transaction under the session row lock,
 the lock every message append takes first: a reply still being generated is stored after
@@ -37,14 +40,19 @@ from memory.summarize import (
     apply_summary,
     confirm_summary,
     fallback_title,
+    prepare_summary,
     publish_topic_updated,
+    topic_history,
+    with_fresh_summary,
 )
 
 logger = logging.getLogger(__name__)
 
 DRIFT_PROMPT = """You watch a conversation for a change of subject. Its turns are numbered.
-Decide whether the conversation has moved on to a new subject, clearly different from
-what came before, that begins at one of the turns numbered {first} to {last}.
+The conversation so far is about: {subject}
+Decide whether a new subject, clearly different from what came before (not a follow-up,
+detail or side question of the same subject), begins at one of the turns numbered {first}
+to {last}. If several new subjects begin there, answer the first one.
 Return a JSON object with:
 - 'drifted' (boolean: true only if a new subject begins in that range)
 - 'start' (the number of the turn where the new subject begins; null if 'drifted' is false)"""
@@ -60,35 +68,57 @@ FORKED_FROM = "forked from"
 # --- detectors ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What the topic is about so far: its title and summary (either may be empty)."""
+
+    title: str = ""
+    summary: str = ""
+
+    def describe(self) -> str:
+        parts = [p for p in (" ".join(self.title.split()), " ".join(self.summary.split())) if p]
+        return " — ".join(parts) if parts else "(no title or summary yet; see the turns)"
+
+
 class LLMDriftDetector:
-    """Asks the model; an unusable answer falls back to ``fallback`` (or to no drift)."""
+    """The model decides: one JSON call over the window (with the topic's title and
+    summary so far) says whether and where a new subject begins.
+
+    An unusable answer (a failed call, invalid JSON, a start outside the window) never
+    forks. ``prefilter`` (the ``auto`` mode) skips the call when the window holds no user
+    turn, the only kind of turn that can open a subject; it never hides a user's turn.
+    """
 
     name = "llm"
 
-    def __init__(self, model: ChatModel, *, fallback: DriftDetector | None = None) -> None:
+    def __init__(self, model: ChatModel, *, prefilter: bool = False) -> None:
         self.model = model
-        self.fallback = fallback
+        self.prefilter = prefilter
+        if prefilter:
+            self.name = "auto"
 
-    def detect(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict:
-        verdict = self.judge(turns, scan_back=scan_back)
-        if verdict is not None:
-            return verdict
-        if self.fallback is None:
-            return DriftVerdict(False, None, "model answer unusable; no drift assumed")
-        fallback = self.fallback.detect(turns, scan_back=scan_back)
-        return replace(fallback, reason=f"model answer unusable; {fallback.reason}")
-
-    def judge(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict | None:
-        """The model's verdict, or None when it failed or answered out of bounds."""
+    def detect(
+        self, turns: Sequence[Turn], *, scan_back: int, subject: Subject | None = None
+    ) -> DriftVerdict:
         first, last = max(1, len(turns) - scan_back), len(turns) - 1
         if first > last:
             return DriftVerdict(False, None, "too few turns to judge")
+        if self.prefilter and not any(t.role == "user" for t in turns[first:]):
+            return DriftVerdict(False, None, "no user turn to judge")
+        verdict = self.judge(turns, first=first, last=last, subject=subject or Subject())
+        return verdict or DriftVerdict(False, None, "model answer unusable; no fork")
+
+    def judge(
+        self, turns: Sequence[Turn], *, first: int, last: int, subject: Subject
+    ) -> DriftVerdict | None:
+        """The model's verdict, or None when it failed or answered out of bounds."""
         shown = range(max(0, first - LLM_CONTEXT_TURNS), len(turns))
         conversation = "\n".join(
             f"[{index}] {turns[index].role}: {_cut(turns[index].text)}" for index in shown
         )
+        prompt = DRIFT_PROMPT.format(subject=subject.describe(), first=first, last=last)
         messages = [
-            {"role": "system", "content": DRIFT_PROMPT.format(first=first, last=last)},
+            {"role": "system", "content": prompt},
             {"role": "user", "content": conversation},
         ]
         try:
@@ -96,7 +126,10 @@ class LLMDriftDetector:
         except LLMError as err:
             logger.info("drift model call failed: %s", err)
             return None
-        return parse_drift_answer(answer, first=first, last=last)
+        verdict = parse_drift_answer(answer, first=first, last=last)
+        if verdict is None:
+            logger.info("drift model answer unusable: %r", answer)
+        return verdict
 
 
 def parse_drift_answer(answer: object, *, first: int, last: int) -> DriftVerdict | None:
@@ -114,38 +147,19 @@ def parse_drift_answer(answer: object, *, first: int, last: int) -> DriftVerdict
     return DriftVerdict(True, start, f"model: new subject at turn {start}")
 
 
-class ConfirmedDriftDetector:
-    """The model-free pass first; the model confirms (and places) a drift it reports.
-
-    When the model's answer is unusable, the model-free verdict stands.
-    """
-
-    name = "auto"
-
-    def __init__(self, *, first_pass: DriftDetector, judge: LLMDriftDetector) -> None:
-        self.first_pass = first_pass
-        self.judge = judge
-
-    def detect(self, turns: Sequence[Turn], *, scan_back: int) -> DriftVerdict:
-        first = self.first_pass.detect(turns, scan_back=scan_back)
-        if not first.drifted:
-            return first
-        confirmed = self.judge.judge(turns, scan_back=scan_back)
-        return first if confirmed is None else confirmed
-
-
 def get_drift_detector() -> DriftDetector:
-    """The detector ``settings.DRIFT_DETECTOR`` names ("auto", "llm", "lexical", "baseline")."""
+    """The detector ``settings.DRIFT_DETECTOR`` names ("auto", "llm", "lexical", "baseline").
+
+    "auto" and "llm" let the model decide, "auto" skipping the call for a window without
+    a user turn; with the offline model both fall back to the model-free detector.
+    """
     choice = settings.DRIFT_DETECTOR
     if choice not in ("auto", "llm"):
         return get_detector(choice)
     model = get_chat_model("summary")
-    lexical = get_detector("lexical")
     if model.offline:
-        return lexical
-    if choice == "llm":
-        return LLMDriftDetector(model, fallback=lexical)
-    return ConfirmedDriftDetector(first_pass=lexical, judge=LLMDriftDetector(model))
+        return get_detector("lexical")
+    return LLMDriftDetector(model, prefilter=choice == "auto")
 
 
 def _cut(text: str) -> str:
@@ -187,7 +201,11 @@ def plan_fork(
     in_window = sum(1 for index in rows if index >= window_start)
     if len(turns) < 2 or in_window == 0:
         return DriftVerdict(False, None, "too few turns to judge"), None
-    verdict = detector.detect(turns, scan_back=in_window)
+    if isinstance(detector, LLMDriftDetector):
+        subject = Subject(title=topic.title, summary=topic.summary)
+        verdict = detector.detect(turns, scan_back=in_window, subject=subject)
+    else:
+        verdict = detector.detect(turns, scan_back=in_window)
     if not verdict.drifted:
         return verdict, None
     start = verdict.start
@@ -252,12 +270,40 @@ class ForkResult:
 def do_silent_fork(*, plan: ForkPlan, prepared: PreparedSummary | None = None) -> ForkResult | None:
     """Fork the session's active topic at ``plan.start_seq``; None when the plan is stale.
 
-    In one transaction, under the session row lock: create the new topic, relocate the
-    new subject's messages (the topic changes, the sequence numbers do not), summarize
-    the prior topic from what remains of it and its notes, archive those notes, then
-    make the new topic active. ``prepared`` is a summary computed before the lock from
-    the messages that stay; it is used only if they and the notes are unchanged, else
-    the summary is computed again here.
+    The prior topic's summary is made first, with no lock held (``prepared``, when given,
+    serves the first attempt); then :func:`_fork_locked` applies the fork under the lock
+    without calling the model, and when the prior topic changed meanwhile (its notes, say)
+    the summary is made again and the fork retried (``with_fresh_summary``).
+    """
+    given = prepared
+
+    def prepare() -> PreparedSummary | None:
+        nonlocal given
+        if given is not None:
+            ready, given = given, None
+            return ready
+        prior = Topic.objects.filter(pk=plan.topic_id, is_active=True).first()
+        if prior is None or not topic_history(prior, before_seq=plan.start_seq):
+            return None
+        return prepare_summary(topic=prior, before_seq=plan.start_seq)
+
+    return with_fresh_summary(
+        prepare,
+        lambda prepared, accept_stale: _fork_locked(
+            plan=plan, prepared=prepared, accept_stale=accept_stale
+        ),
+    )
+
+
+def _fork_locked(
+    *, plan: ForkPlan, prepared: PreparedSummary | None, accept_stale: bool
+) -> ForkResult | None:
+    """The fork itself, one transaction under the session row lock.
+
+    Create the new topic, relocate the new subject's messages (the topic changes, the
+    sequence numbers do not), apply the prior topic's prepared summary (made from the
+    messages that stay and its notes; StaleSummary rolls all of it back when they
+    changed), archive those notes, then make the new topic active.
 
     Idempotent: a replayed plan finds its topic no longer active and does nothing.
     """
@@ -289,7 +335,8 @@ def do_silent_fork(*, plan: ForkPlan, prepared: PreparedSummary | None = None) -
         relocated = [pk for pk, _, _ in moving]
         Message.objects.filter(pk__in=relocated).update(topic=topic)
 
-        apply_summary(topic=prior, summary=confirm_summary(prepared, topic=prior))
+        summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
+        apply_summary(topic=prior, summary=summary)
         Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
         prior.is_active = False
         prior.closed_at = timezone.now()

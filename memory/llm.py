@@ -30,7 +30,7 @@ DEFAULT_MODEL = "gpt-4o-mini"
 # Local servers (Ollama, vLLM, ...) ignore the key, but the client refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
 _ERROR_DETAIL_LIMIT = 200
-_QUOTE_LIMIT = 80  # how much of a user message or a bad answer is quoted back
+_QUOTE_LIMIT = 80  # how much of a bad answer is quoted back in an error
 
 
 class LLMError(Exception):
@@ -351,6 +351,9 @@ _USAGE = {
 }
 
 
+_OFFLINE_NOTICE = "Offline mode: no language model is configured, so I cannot answer that."
+
+
 class OfflineModel:
     """A deterministic model for when none is configured.
 
@@ -439,13 +442,15 @@ def _tool_name(call_id: object, messages: list[dict]) -> str:
 
 
 def _offline_reply(messages: list[dict]) -> str:
-    said = next((_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-    quote = _shorten(said, _QUOTE_LIMIT)
-    heard = f'You said: "{quote}". ' if quote else ""
-    return (
-        "Offline mode: no language model is configured, so this is a fixed reply. "
-        f"{heard}{_SETUP_HELP} Memory commands work offline: {_COMMAND_HELP}"
-    )
+    """A short, honest reply that never repeats the user's words.
+
+    The first reply of a conversation says how to connect a model; later ones only that
+    none is connected, so a long conversation with the offline model is still the user's
+    words plus one short line per turn (what drift detection and summaries then see).
+    """
+    if any(m.get("role") == "assistant" and _text(m).strip() for m in messages):
+        return f"{_OFFLINE_NOTICE} Memory commands work offline: /remember, /forget, /note."
+    return f"{_OFFLINE_NOTICE} {_SETUP_HELP} Memory commands work offline: {_COMMAND_HELP}"
 
 
 def _text(message: dict) -> str:

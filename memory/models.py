@@ -262,6 +262,15 @@ class Topic(models.Model):
         default=0, help_text="Sequence number of the last message the pipeline evaluated."
     )
     summarized_at = models.DateTimeField(null=True, blank=True)
+    summary_is_fallback = models.BooleanField(
+        default=False,
+        help_text="The summary was built from the first user message because the model failed.",
+    )
+    summarized_through_seq = models.PositiveIntegerField(
+        default=0,
+        help_text="Sequence number of the last message the current summary covers "
+        "(the next refresh sends only what came after it).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 

@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import F
 
 from memory.models import Session, Topic
-from memory.tokens import estimate_tokens
+from memory.tokens import estimate_tokens, oldest_to_drop
 
 # A safety net only: every change invalidates explicitly.
 CACHE_SECONDS = 24 * 60 * 60
@@ -117,11 +117,7 @@ def get_persistent_memory(*, session: Session) -> PersistentMemory:
 
 def truncate_to_budget(entries: tuple[MemoryEntry, ...], *, budget: int) -> PersistentMemory:
     """Keep the newest entries that fit; drop from the oldest (FIFO)."""
-    total = sum(entry.tokens for entry in entries)
-    start = 0
-    while start < len(entries) and total > budget:
-        total -= entries[start].tokens
-        start += 1
+    start = oldest_to_drop([entry.tokens for entry in entries], budget)
     kept, dropped = entries[start:], entries[:start]
     text = "\n".join([MEMORY_HEADER, *(entry.line for entry in kept)]) if kept else ""
     return PersistentMemory(

@@ -56,7 +56,15 @@ from memory.drift import (
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Session, Topic
 from memory.outage import broker_breaker
-from memory.summarize import apply_summary, prepare_summary, publish_topic_updated, topic_history
+from memory.summarize import (
+    PreparedSummary,
+    apply_summary,
+    confirm_summary,
+    prepare_summary,
+    publish_topic_updated,
+    topic_history,
+    with_fresh_summary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -226,36 +234,78 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
     if topic.evaluated_through_seq >= history[-1].seq:
         return EvaluationOutcome("skipped", "no new message since the last evaluation", topic.pk)
 
-    verdict, plan = plan_fork(
-        topic=topic,
-        history=history,
-        detector=detector or get_drift_detector(),
-        scan_back=settings.DRIFT_SCAN_BACK,
-    )
-    if plan is not None:
-        # The model call for the prior topic's summary happens before any lock is held.
-        prepared = prepare_summary(topic=topic, before_seq=plan.start_seq)
-        fork = do_silent_fork(plan=plan, prepared=prepared)
-        if fork is None:
-            return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
-        return EvaluationOutcome("forked", verdict.reason, topic.pk, fork.topic.pk)
+    detector = detector or get_drift_detector()
+    forks = fork_while_drifting(topic=topic, history=history, detector=detector)
+    if forks is None:
+        return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
+    active, reasons = forks
+    if active.pk != topic.pk:  # forked: the new subject is judged, its summary waits
+        return EvaluationOutcome("forked", "; ".join(reasons), topic.pk, active.pk)
     _refresh(topic=topic, through_seq=history[-1].seq)
-    return EvaluationOutcome("refreshed", verdict.reason, topic.pk)
+    return EvaluationOutcome("refreshed", reasons[-1], topic.pk)
+
+
+def fork_while_drifting(
+    *, topic: Topic, history: list[Message], detector: DriftDetector
+) -> tuple[Topic, list[str]] | None:
+    """Fork the active topic at every new subject the detector finds in its window.
+
+    After a fork the new topic (the relocated messages, all inside the first window) is
+    judged again, so a stretch between two evaluations that holds two new subjects forks
+    twice; each fork relocates at most ``DRIFT_SCAN_BACK`` messages. Returns the topic
+    that ends active and the detector's reasons, or None when a fork found its topic no
+    longer active before any fork (another evaluation or the user got there first).
+    """
+    scan_back = settings.DRIFT_SCAN_BACK
+    unjudged = sum(1 for m in history if m.seq > topic.evaluated_through_seq)
+    if unjudged > scan_back:
+        logger.warning(
+            "topic %s: %d unjudged messages, only the last %d can be relocated",
+            topic.pk,
+            unjudged,
+            scan_back,
+        )
+    reasons: list[str] = []
+    for _ in range(scan_back):  # every fork consumes messages of the window
+        verdict, plan = plan_fork(
+            topic=topic, history=history, detector=detector, scan_back=scan_back
+        )
+        reasons.append(verdict.reason)
+        if plan is None:
+            break
+        fork = do_silent_fork(plan=plan)  # the summary call happens before its lock
+        if fork is None:
+            return None if len(reasons) == 1 else (topic, reasons)
+        topic, history = fork.topic, topic_history(fork.topic)
+    return topic, reasons
 
 
 def _refresh(*, topic: Topic, through_seq: int) -> None:
     """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
     through the last message the detector saw (a later one gets evaluated next time)."""
-    prepared = prepare_summary(topic=topic)
-    with transaction.atomic():
-        topic = (
-            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
-        )
-        changed = apply_summary(topic=topic, summary=prepared.summary)
-        topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
-        topic.save(update_fields=["evaluated_through_seq"])
-        if changed:
-            publish_topic_updated(topic, reason="refresh")
+    topic_id = topic.pk
+
+    def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
+        with transaction.atomic():
+            topic = (
+                Topic.objects.select_for_update(of=("self",))
+                .select_related("session")
+                .get(pk=topic_id)
+            )
+            summary = confirm_summary(
+                prepared, topic=topic, accept_stale=accept_stale, accept_growth=True
+            )
+            changed = apply_summary(topic=topic, summary=summary)
+            topic.evaluated_through_seq = max(topic.evaluated_through_seq, through_seq)
+            topic.save(update_fields=["evaluated_through_seq"])
+            if changed:
+                publish_topic_updated(topic, reason="refresh")
+        return topic
+
+    # The model call happens before the topic row is locked (memory/summarize.py).
+    topic = with_fresh_summary(
+        lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit
+    )
     # Only once the topic row is released: a turn storing a message holds the session row
     # and then needs the topic (its foreign-key check at commit), so waiting here for the
     # session row while holding the topic would deadlock with it.

@@ -1,8 +1,22 @@
 """Just-in-time summarization: one model call sets a topic's title, summary and memory flag.
 
-The call sends the topic's complete message history (tool calls and results included) and
-its active notes with the specification's prompt, verbatim. The answer is trusted only as
-far as the specification allows:
+What the call sends. The specification's prompt, verbatim, then one user message with a
+plain transcript and the topic's active notes, in one of two forms:
+
+* **incremental** (the default whenever the topic has a usable previous summary): that
+  summary (model-made or edited by the user: whatever ``topic.summary`` holds) plus the
+  messages after ``Topic.summarized_through_seq``, so a refresh costs what is new, not the
+  whole topic;
+* **full**: the topic's whole history, for a topic with no usable summary (none yet, a
+  fallback, or one that covers messages a fork is moving away), or every time it fits the
+  budget when ``SUMMARY_INCREMENTAL`` is off.
+
+Either way the call stays under ``SUMMARY_INPUT_TOKEN_BUDGET`` (approximate tokens): tool
+results, tool arguments and very long messages are clipped, the previous summary and the
+notes are capped, and when the transcript still does not fit, the oldest messages are left
+out (a full transcript keeps its first user message, which usually names the subject).
+
+The answer is trusted only as far as the specification allows:
 
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
@@ -10,12 +24,17 @@ far as the specification allows:
   assistant's text replies, as ``Message.objects.conversation()`` counts) is never
   promoted, whatever the model says;
 * any failure (HTTP error, timeout, malformed JSON, a missing or blank title or summary)
-  gives a deterministic fallback built from the first user message, which never promotes;
+  keeps what the topic has: a topic that already has a real summary (model-made or the
+  user's) keeps its title, summary and flag, and only a topic with none gets the
+  deterministic fallback built from the first user message, which never promotes and is
+  recorded as such (``Topic.summary_is_fallback``);
 * the user's manual keep-in-memory choice is never overridden (curation's guard).
 
-Computing a summary (a model call, seconds) and applying it (a short locked write) are
-separate steps, so callers can make the call before they take any lock and confirm
-inside it that the history they summarized is still the topic's history.
+No model call under a lock. Computing a summary (a model call, seconds) and applying it
+(a short locked write) are separate steps: :func:`prepare_summary` runs with no lock held,
+and :func:`confirm_summary`, called under the lock, never calls the model. When the topic
+changed in between it raises :class:`StaleSummary`, and :func:`with_fresh_summary` rolls
+back, prepares again and retries; its last attempt uses what was prepared.
 """
 
 from __future__ import annotations
@@ -23,10 +42,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, TypeVar
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,6 +56,7 @@ from memory.events import publish_on_commit, topic_payload
 from memory.llm import LLMError, get_chat_model
 from memory.models import Message, Notes, Topic
 from memory.persistent import invalidate_persistent_memory
+from memory.tokens import estimate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +77,20 @@ FALLBACK_TITLE_LIMIT = 60
 FALLBACK_SUMMARY_LIMIT = 300
 UNTITLED = "Untitled topic"
 
+# What one message may contribute to the transcript, in characters. A tool result is
+# evidence of what was done, rarely worth more than its gist; the user's and the
+# assistant's words are the conversation itself.
+TOOL_RESULT_CHARS = 600
+TOOL_ARGUMENT_CHARS = 300
+MESSAGE_CHARS = 4000
+# Shares of the input budget the previous summary and the notes may take at most.
+PREVIOUS_SUMMARY_SHARE = 4
+NOTES_SHARE = 4
+# How often a summary made before the lock is made again when the topic changed meanwhile.
+STALE_ATTEMPTS = 3
+
+SummaryMode = Literal["full", "incremental"]
+
 
 @dataclass(frozen=True)
 class TopicSummary:
@@ -63,7 +98,21 @@ class TopicSummary:
     summary: str
     keep_in_memory: bool  # after the threshold and the fallback rule, before the user guard
     fallback: bool
-    detail: str  # why a fallback was taken, for the logs; "" otherwise
+    detail: str  # why a fallback was taken or the summary kept, for the logs; "" otherwise
+    through_seq: int = 0  # the last message this summary covers
+    kept: bool = False  # leave the topic's title, summary and flag as they are
+
+
+@dataclass(frozen=True)
+class SummaryInput:
+    """The chat messages of one summary call, and what they cover."""
+
+    messages: list[dict]
+    mode: SummaryMode
+    through_seq: int  # the last message sent
+    sent: int  # messages in the transcript
+    omitted: int  # messages left out by the budget
+    tokens: int  # approximate tokens of the whole call
 
 
 @dataclass(frozen=True)
@@ -71,7 +120,12 @@ class PreparedSummary:
     """A summary together with exactly what it was computed from."""
 
     summary: TopicSummary
-    basis: tuple[int, tuple[int, ...], str]  # topic id, message ids, notes text
+    basis: tuple
+    before_seq: int | None = None
+
+
+class StaleSummary(Exception):
+    """The topic changed between preparing its summary and locking it: prepare again."""
 
 
 # --- reading what a summary is made of ----------------------------------------------------
@@ -79,10 +133,14 @@ class PreparedSummary:
 
 def topic_history(topic: Topic, *, before_seq: int | None = None) -> list[Message]:
     """The topic's messages in order, error records excluded (they never reach a model)."""
+    return list(_history(topic, before_seq=before_seq).order_by("seq"))
+
+
+def _history(topic: Topic, *, before_seq: int | None = None):
     messages = topic.messages.exclude(role=Message.Role.ERROR)
     if before_seq is not None:
         messages = messages.filter(seq__lt=before_seq)
-    return list(messages.order_by("seq"))
+    return messages
 
 
 def active_notes_text(topic: Topic) -> str:
@@ -90,60 +148,202 @@ def active_notes_text(topic: Topic) -> str:
     return notes or ""
 
 
-def summary_messages(*, messages: Sequence[Message], notes: str) -> list[dict]:
-    """The chat messages of the summary call: the prompt, then the transcript and notes.
+def previous_summary(topic: Topic, *, before_seq: int | None = None) -> tuple[str, str] | None:
+    """(title, summary) a refresh may build on, or None.
+
+    Usable: a summary that is not a fallback and covers no message at or after
+    ``before_seq`` (a fork's prior topic whose summary already spoke of the messages that
+    are moving away is summarized again from its own history).
+    """
+    if not topic.summary.strip() or topic.summary_is_fallback:
+        return None
+    if before_seq is not None and topic.summarized_through_seq >= before_seq:
+        return None
+    return topic.title, topic.summary
+
+
+def summary_input(
+    *,
+    messages: Sequence[Message],
+    notes: str,
+    previous: tuple[str, str] | None = None,
+    budget: int | None = None,
+) -> SummaryInput:
+    """The call for ``messages`` (the whole history, or those since ``previous``), under
+    the budget: the newest messages that fit, the first user message kept in a full one.
 
     The history is rendered as one plain transcript rather than replayed as chat
     messages: a topic cut by a fork may start with a tool result, which an API would
     reject as a dangling message, and the model is asked to read it, not continue it.
     """
-    transcript = "\n".join(_transcript_line(message) for message in messages)
-    parts = [f"Conversation:\n{transcript}"]
+    budget = budget or settings.SUMMARY_INPUT_TOKEN_BUDGET
+    mode: SummaryMode = "incremental" if previous is not None else "full"
+    before: list[str] = []
+    if previous is not None:
+        title, text = previous
+        text = _clip_tail(text.strip(), budget // PREVIOUS_SUMMARY_SHARE * 4, keep="head")
+        before.append(f"Summary so far (title: {title}):\n{text}")
+    after: list[str] = []
     if notes.strip():
-        parts.append(f"Notes for this topic:\n{notes.strip()}")
-    return [
+        notes_text = _clip_tail(notes.strip(), budget // NOTES_SHARE * 4, keep="tail")
+        after.append(f"Notes for this topic:\n{notes_text}")
+    heading = "Conversation since then:" if previous is not None else "Conversation:"
+
+    lines = [_transcript_line(message) for message in messages]
+    fixed = estimate_tokens(SUMMARY_PROMPT + heading + "".join(before + after)) + 16
+    available = budget - fixed
+    first: int | None = None
+    if mode == "full":
+        first = next((i for i, m in enumerate(messages) if m.role == Message.Role.USER), None)
+    kept = _newest_that_fit(lines, available, keep_first=first)
+    omitted = len(lines) - len(kept)
+    transcript = [lines[i] for i in kept]
+    if omitted:
+        marker = f"[{omitted} earlier messages left out to fit the summary budget]"
+        at = 1 if first is not None and kept and kept[0] == first else 0
+        transcript.insert(at, marker)
+    parts = [*before, heading + "\n" + "\n".join(transcript), *after]
+    chat = [
         {"role": "system", "content": SUMMARY_PROMPT},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
+    return SummaryInput(
+        messages=chat,
+        mode=mode,
+        through_seq=messages[-1].seq if messages else 0,
+        sent=len(kept),
+        omitted=omitted,
+        tokens=request_tokens(chat),
+    )
+
+
+def request_tokens(chat: Sequence[dict]) -> int:
+    """Approximate tokens of a call's messages (what the budget bounds)."""
+    return sum(estimate_tokens(message["content"]) + 4 for message in chat)
+
+
+def _newest_that_fit(lines: list[str], available: int, *, keep_first: int | None) -> list[int]:
+    """Indexes of the lines kept, in order: the newest that fit, plus ``keep_first``."""
+    costs = [estimate_tokens(line) + 1 for line in lines]
+    if sum(costs) <= available:
+        return list(range(len(lines)))
+    reserved = 0
+    if keep_first is not None and costs[keep_first] <= available // 4:
+        reserved = costs[keep_first] + 16  # and the marker line
+    else:
+        keep_first = None
+    kept: list[int] = []
+    total = reserved
+    for index in range(len(lines) - 1, -1, -1):
+        if index == keep_first:
+            continue
+        if total + costs[index] > available:
+            break
+        total += costs[index]
+        kept.append(index)
+    kept.reverse()
+    if keep_first is not None and (not kept or keep_first < kept[0]):
+        kept.insert(0, keep_first)
+    return kept
 
 
 def _transcript_line(message: Message) -> str:
     if message.role == Message.Role.TOOL:
         name = message.tool_name or message.tool_call_id or "tool"
-        return f"Tool result ({name}): {message.content}"
+        return f"Tool result ({name}): {_clip_tail(message.content, TOOL_RESULT_CHARS)}"
     if message.role == Message.Role.USER:
-        return f"User: {message.content}"
-    lines = [f"Assistant: {message.content}"] if message.content else []
+        return f"User: {_clip_tail(message.content, MESSAGE_CHARS)}"
+    lines = [f"Assistant: {_clip_tail(message.content, MESSAGE_CHARS)}"] if message.content else []
     for call in message.tool_calls or ():
         function = (call.get("function") or {}) if isinstance(call, dict) else {}
         name = function.get("name") or "tool"
         arguments = function.get("arguments") or ""
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
-        lines.append(f"Assistant called {name}({arguments})")
+        lines.append(f"Assistant called {name}({_clip_tail(arguments, TOOL_ARGUMENT_CHARS)})")
     return "\n".join(lines) or "Assistant: (no text)"
+
+
+def _clip_tail(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
+    """``text`` cut to about ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    if keep == "tail":
+        return f"[… {cut} earlier characters cut] " + text[-limit:]
+    return text[:limit] + f" [… {cut} characters cut]"
 
 
 # --- computing a summary ------------------------------------------------------------------
 
 
-def generate_summary(*, messages: Sequence[Message], notes: str) -> TopicSummary:
-    """One model call; never raises for a model failure (the fallback is the answer)."""
+def generate_summary(
+    *,
+    messages: Sequence[Message],
+    notes: str,
+    topic: Topic | None = None,
+    before_seq: int | None = None,
+) -> TopicSummary:
+    """One model call; never raises for a model failure.
+
+    ``messages`` is the topic's whole history (before ``before_seq``). With ``topic``
+    given, its previous summary is the starting point when usable (see the module), and a
+    failure keeps it; without, the call is a full one and a failure falls back.
+    """
+    previous = None
+    if topic is not None:
+        previous = previous_summary(topic, before_seq=before_seq)
+    through = messages[-1].seq if messages else 0
+    call = None
+    if previous is None or not settings.SUMMARY_INCREMENTAL:
+        call = summary_input(messages=messages, notes=notes)
+    if previous is not None and (call is None or call.omitted):
+        # Build on the previous summary (always, or when the whole history is too long).
+        new = [m for m in messages if m.seq > topic.summarized_through_seq]
+        if not new:
+            return _kept(topic, "nothing new since the last summary", through)
+        call = summary_input(messages=new, notes=notes, previous=previous)
+    logger.info(
+        "summary call (%s): %s messages sent, %s left out, ~%s tokens",
+        call.mode,
+        call.sent,
+        call.omitted,
+        call.tokens,
+    )
     turns = sum(1 for message in messages if message.is_conversation)
     try:
-        answer = get_chat_model("summary").complete_json(
-            messages=summary_messages(messages=messages, notes=notes)
-        )
+        answer = get_chat_model("summary").complete_json(messages=call.messages)
         title, summary, include = parse_summary_answer(answer)
     except LLMError as err:
+        if topic is not None and _has_real_summary(topic):
+            logger.info("summary call failed; the topic keeps its summary: %s", err)
+            return _kept(topic, str(err), topic.summarized_through_seq)
         logger.info("summary fell back to the first user message: %s", err)
-        return fallback_summary(messages, detail=str(err))
+        return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
     return TopicSummary(
         title=title,
         summary=summary,
         keep_in_memory=include and turns >= MIN_MEMORY_TURNS,
         fallback=False,
         detail="",
+        through_seq=call.through_seq,
+    )
+
+
+def _has_real_summary(topic: Topic) -> bool:
+    """A summary worth keeping: made by the model or written by the user."""
+    return bool(topic.summary.strip()) and not topic.summary_is_fallback
+
+
+def _kept(topic: Topic, detail: str, through_seq: int) -> TopicSummary:
+    return TopicSummary(
+        title=topic.title,
+        summary=topic.summary,
+        keep_in_memory=topic.keep_in_memory,
+        fallback=False,
+        detail=detail,
+        through_seq=through_seq,
+        kept=True,
     )
 
 
@@ -197,35 +397,111 @@ def _clip(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:.-") + "…"
 
 
+# --- prepare with no lock, confirm under it -----------------------------------------------
+
+
 def prepare_summary(*, topic: Topic, before_seq: int | None = None) -> PreparedSummary:
     """Summarize the topic's history (up to ``before_seq``) and its notes, with no lock held."""
     messages = topic_history(topic, before_seq=before_seq)
     notes = active_notes_text(topic)
+    summary = generate_summary(messages=messages, notes=notes, topic=topic, before_seq=before_seq)
     return PreparedSummary(
-        summary=generate_summary(messages=messages, notes=notes),
-        basis=_basis(topic, messages, notes),
+        summary=summary,
+        basis=_basis(topic, [m.pk for m in messages], notes),
+        before_seq=before_seq,
     )
 
 
-def confirm_summary(prepared: PreparedSummary | None, *, topic: Topic) -> TopicSummary:
-    """The prepared summary if the topic's history and notes are still what it was made
-    of; otherwise a fresh one (the caller holds the lock, so this one is current)."""
-    messages = topic_history(topic)
-    notes = active_notes_text(topic)
-    if prepared is not None and prepared.basis == _basis(topic, messages, notes):
+def confirm_summary(
+    prepared: PreparedSummary | None,
+    *,
+    topic: Topic,
+    accept_stale: bool = False,
+    accept_growth: bool = False,
+) -> TopicSummary:
+    """Under the caller's lock, and without calling the model: the prepared summary if the
+    topic's history, notes and summary are still what it was made of.
+
+    ``accept_growth`` (a refresh of the active topic) also takes it when the topic only
+    received messages (and notes) since: the summary records what it covers, and the next
+    refresh sends the rest. Otherwise :class:`StaleSummary`, so the caller rolls back and
+    prepares again; with ``accept_stale`` (the last attempt) the prepared summary is used
+    anyway when only messages or notes changed (it records what it covers); when nothing
+    was prepared for this topic or its summary changed meanwhile, what the topic has is
+    kept (the first-message fallback when it has no summary).
+    """
+    before_seq = prepared.before_seq if prepared is not None else None
+    ids = list(_history(topic, before_seq=before_seq).order_by("seq").values_list("pk", flat=True))
+    current = _basis(topic, ids, active_notes_text(topic))
+    if prepared is not None and (
+        prepared.basis == current or (accept_growth and _grew_from(prepared.basis, current))
+    ):
         return prepared.summary
-    return generate_summary(messages=messages, notes=notes)
+    if not accept_stale:
+        raise StaleSummary(f"topic {topic.pk} changed while its summary was being made")
+    same_summary = prepared is not None and prepared.basis[3:] == current[3:]
+    if prepared is not None and prepared.basis[0] == topic.pk and same_summary:
+        logger.info("topic %s grew meanwhile; its last prepared summary is used", topic.pk)
+        return prepared.summary
+    # Nothing prepared, or the summary itself changed meanwhile (the user's edit, another
+    # refresh): what the topic has now is newer than anything prepared.
+    return summary_without_model(topic)
 
 
-def _basis(topic: Topic, messages: Sequence[Message], notes: str):
-    return (topic.pk, tuple(message.pk for message in messages), notes)
+def summary_without_model(topic: Topic) -> TopicSummary:
+    """What the topic has, or the first-message fallback when it has no summary."""
+    if _has_real_summary(topic):
+        return _kept(topic, "no summary was prepared", topic.summarized_through_seq)
+    history = topic_history(topic)
+    through = history[-1].seq if history else 0
+    return replace(fallback_summary(history, detail="no summary was prepared"), through_seq=through)
+
+
+def _basis(topic: Topic, message_ids: Sequence[int], notes: str) -> tuple:
+    return (
+        topic.pk,
+        tuple(message_ids),
+        notes,
+        topic.summary,
+        topic.summary_is_fallback,
+        topic.summarized_through_seq,
+    )
+
+
+def _grew_from(before: tuple, now: tuple) -> bool:
+    """Same topic and summary, and the old messages are still the first ones."""
+    same = before[0] == now[0] and before[3:] == now[3:]
+    return same and now[1][: len(before[1])] == before[1]
+
+
+T = TypeVar("T")
+
+
+def with_fresh_summary(
+    prepare: Callable[[], PreparedSummary | None],
+    commit: Callable[[PreparedSummary | None, bool], T],
+    *,
+    attempts: int = STALE_ATTEMPTS,
+) -> T:
+    """Prepare a summary with no lock held, then ``commit(prepared, accept_stale)`` under
+    the lock. ``commit`` raises :class:`StaleSummary` (from :func:`confirm_summary`, inside
+    its transaction, which rolls back) when the topic changed meanwhile: prepare again.
+    The last attempt accepts what was prepared, so this always ends."""
+    for attempt in range(1, attempts + 1):
+        prepared = prepare()
+        try:
+            return commit(prepared, attempt == attempts)
+        except StaleSummary as stale:
+            logger.info("%s; preparing it again (attempt %s)", stale, attempt + 1)
+    raise AssertionError("the last attempt accepts a stale summary")
 
 
 # --- applying a summary -------------------------------------------------------------------
 
 
 def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
-    """Write title, summary and flag; True when any of them changed.
+    """Write title, summary, flag and what the summary covers; True when any of the first
+    three changed. A kept summary (a failed call, nothing new) writes nothing.
 
     The caller holds the topic row (select_for_update, with its session loaded) inside its
     transaction, and publishes the topic.updated event once the topic is in its final
@@ -233,11 +509,23 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
     a new title or summary of a topic shown in persistent memory invalidates the scope's
     cache too, since the block prints them.
     """
+    if summary.kept:
+        return False
     text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
     topic.title = summary.title
     topic.summary = summary.summary
+    topic.summary_is_fallback = summary.fallback
+    topic.summarized_through_seq = summary.through_seq
     topic.summarized_at = timezone.now()
-    topic.save(update_fields=["title", "summary", "summarized_at"])
+    topic.save(
+        update_fields=[
+            "title",
+            "summary",
+            "summary_is_fallback",
+            "summarized_through_seq",
+            "summarized_at",
+        ]
+    )
     if text_changed and (topic.keep_in_memory or topic.deprecated):
         invalidate_persistent_memory(topic.session.memory_scope_key)
     before = topic.keep_in_memory
@@ -254,11 +542,17 @@ def publish_topic_updated(topic: Topic, *, reason: Literal["summary", "refresh"]
 def do_summarize_topic(
     *, topic_id: int, reason: Literal["summary", "refresh"] = "summary"
 ) -> Topic:
-    """Summarize a topic now: the model call first, then a short locked write."""
-    prepared = prepare_summary(topic=Topic.objects.get(pk=topic_id))
-    with transaction.atomic():
-        topic = Topic.objects.select_for_update(of=("self",)).select_related("session")
-        topic = topic.get(pk=topic_id)
-        if apply_summary(topic=topic, summary=confirm_summary(prepared, topic=topic)):
-            publish_topic_updated(topic, reason=reason)
-    return topic
+    """Summarize a topic now: the model call with no lock held, then a short locked write."""
+
+    def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
+        with transaction.atomic():
+            topic = Topic.objects.select_for_update(of=("self",)).select_related("session")
+            topic = topic.get(pk=topic_id)
+            summary = confirm_summary(
+                prepared, topic=topic, accept_stale=accept_stale, accept_growth=True
+            )
+            if apply_summary(topic=topic, summary=summary):
+                publish_topic_updated(topic, reason=reason)
+        return topic
+
+    return with_fresh_summary(lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit)

@@ -1,27 +1,51 @@
-"""Small, dependency-free text statistics for the lexical drift detectors.
+"""Text statistics for the lexical drift detectors, in the languages people chat in.
 
-Drift detection runs inside the message-send path, so everything here is plain
-Python: a regex tokenizer, an English stopword list that also covers chat filler
-("lol", "yeah"), and a light suffix stripper so that "cooking" and "cooked" count
-as the same content word. None of it aims at linguistic accuracy; it only has to
-make two turns about the same subject share their content words.
+Drift detection runs after the message-send path, on every evaluation, so everything
+here is cheap and offline:
 
-For conversations between a user and an assistant it also tells what a turn is about
-(content words without the assistant's generic advice vocabulary) and how the turn
-announces itself: a change of subject ("Different question: ..."), a return to an
-earlier one ("Back to ..."), or a follow-up ("What about ...", "Is it ...").
+* **Words** are Unicode word tokens (``\\w``), so "café", "Übergröße" and "поездка" are
+  words. Scripts written without spaces are cut by script: a run of Han characters gives
+  its character bigrams (a common, dictionary-free unit for Chinese and Japanese
+  retrieval), a run of katakana is one word (loan words: "パスポート"), and hiragana runs
+  (mostly particles and inflections) carry no subject.
+* **Language** of a text is guessed from its script and, for Latin script, from which
+  language's stop words it uses (each hit weighed by how many languages share that
+  word). It chooses the stop-word list and the stemmer.
+* **Stop words** come from the stopwords-iso collection (``stopwordsiso``), except for
+  English, where a shorter list tuned for chat (it also drops "lol", "yeah", "thanks")
+  keeps content words the big English list removes ("able", "home", "great").
+* **Stemming** is Snowball (``snowballstemmer``) for the text's language, so "cooking"
+  and "cooked", "поездку" and "поездки", "reservar" and "reserva" count as one term.
+
+The conversational cues (how a turn announces a new subject, a return, a follow-up)
+live in :mod:`memory.dialogue_cues`.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+from functools import cache, lru_cache
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+import snowballstemmer
+import stopwordsiso
 
-STOPWORDS: frozenset[str] = frozenset(
+_TOKEN = re.compile(r"\w+(?:['\u2019]\w+)*")
+
+#: Runs of one script inside a token of a language written without spaces.
+_HIRAGANA = re.compile(r"[\u3041-\u309f]+")
+_KATAKANA = re.compile(r"[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_SPACELESS = re.compile(
+    r"([\u3041-\u309f]+|[\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]+|"
+    r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
+)
+
+#: English stop words for chat: function words, contractions and filler.
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
     """
     a about above after again against all also am an and any are aren't as at be
     because been before being below between both but by can can't cannot could
@@ -46,58 +70,146 @@ STOPWORDS: frozenset[str] = frozenset(
     time times day days today right fine sound sounds mean guess
     """.split()
 )
+#: Kept for readers of the older name.
+STOPWORDS = ENGLISH_STOPWORDS
 
-_SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("ies", "y"),
-    ("ied", "y"),
-    ("ing", ""),
-    ("ers", "er"),
-    ("ed", ""),
-    ("es", ""),
-    ("ly", ""),
-    ("s", ""),
-)
+#: Latin-script languages told apart by their stop words, with their Snowball stemmers.
+_LATIN_LANGUAGES: dict[str, str] = {
+    "en": "english",
+    "es": "spanish",
+    "de": "german",
+    "fr": "french",
+    "it": "italian",
+    "pt": "portuguese",
+    "nl": "dutch",
+}
+_STEMMERS: dict[str, str] = {**_LATIN_LANGUAGES, "ru": "russian"}
+DEFAULT_LANGUAGE = "en"
 
 
-def stem(word: str) -> str:
-    """Strip one common English suffix, keeping at least three letters.
+@cache
+def stopwords(language: str) -> frozenset[str]:
+    """The stop words of ``language`` (ISO 639-1), lower-cased; English is the chat list."""
+    if language == "en":
+        return ENGLISH_STOPWORDS
+    try:
+        return frozenset(word.lower() for word in stopwordsiso.stopwords(language))
+    except Exception:  # a language the collection lacks: no stop words
+        return frozenset()
 
-    Deliberately crude (no Porter rules): the detectors compare turns of one
-    conversation, where the same subject mostly comes back in the same few word
-    forms, and a crude stemmer cannot over-merge unrelated words the way a
-    lemmatiser without context sometimes does.
+
+@cache
+def _stop_word_votes() -> dict[str, dict[str, float]]:
+    """For each stop word, the languages it belongs to, each with weight 1/(their count)."""
+    owners: dict[str, list[str]] = {}
+    for language in _LATIN_LANGUAGES:
+        words_ = stopwordsiso.stopwords(language) | (
+            ENGLISH_STOPWORDS if language == "en" else set()
+        )
+        for word in words_:
+            owners.setdefault(word.lower(), []).append(language)
+    return {word: {lang: 1.0 / len(langs) for lang in langs} for word, langs in owners.items()}
+
+
+@lru_cache(maxsize=16384)
+def language_of(text: str) -> str:
+    """ISO 639-1 code of the text's language, guessed; English when nothing tells.
+
+    Japanese when it has kana, Chinese when it has Han characters and no kana, Russian
+    when Cyrillic letters outnumber Latin ones; otherwise the Latin-script language
+    whose stop words the text uses most.
     """
-    if word.endswith("ss") or len(word) <= 3:
-        return word
-    for suffix, replacement in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: len(word) - len(suffix)] + replacement
-            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]  # "running" -> "run", "stopped" -> "stop"
-            return base
-    return word
+    cyrillic = latin = 0
+    for char in text:
+        if "\u3041" <= char <= "\u30ff":
+            return "ja"
+        if not char.isalpha():
+            continue
+        name = unicodedata.name(char, "")
+        if name.startswith("CJK UNIFIED"):
+            return "zh" if not _HIRAGANA.search(text) and not _KATAKANA.search(text) else "ja"
+        if name.startswith("CYRILLIC"):
+            cyrillic += 1
+        elif name.startswith("LATIN"):
+            latin += 1
+    if cyrillic > latin:
+        return "ru"
+    votes: Counter[str] = Counter()
+    table = _stop_word_votes()
+    for token in _TOKEN.findall(text.lower()):
+        for language, weight in table.get(token, {}).items():
+            votes[language] += weight
+    if not votes:
+        return DEFAULT_LANGUAGE
+    best, weight = max(votes.items(), key=lambda item: (item[1], item[0] == DEFAULT_LANGUAGE))
+    return best if weight > votes.get(DEFAULT_LANGUAGE, 0.0) else DEFAULT_LANGUAGE
+
+
+@cache
+def _stemmer(language: str):  # noqa: ANN202  (snowballstemmer has no public type)
+    algorithm = _STEMMERS.get(language)
+    return snowballstemmer.stemmer(algorithm) if algorithm else None
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """The Snowball stem of a lower-cased ``word`` in ``language`` (the word itself when
+    there is no stemmer for the language)."""
+    stemmer = _stemmer(language)
+    return stemmer.stemWord(word) if stemmer is not None else word
 
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens, apostrophes kept inside words ("don't")."""
-    return _WORD.findall(text.lower().replace("\u2019", "'"))
+    return _TOKEN.findall(text.lower().replace("\u2019", "'"))
+
+
+def _spaceless_terms(token: str) -> list[str]:
+    """Terms of a token written without spaces: Han bigrams, katakana words, the rest."""
+    terms: list[str] = []
+    for run in _SPACELESS.split(token):
+        if not run or _HIRAGANA.fullmatch(run):
+            continue
+        if _HAN.fullmatch(run):
+            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+        elif _KATAKANA.fullmatch(run):
+            if len(run.strip("ー")) >= 2:
+                terms.append(run)
+        elif len(run) >= 2 and not run.isdigit():
+            terms.append(run)
+    return terms
+
+
+@lru_cache(maxsize=32768)
+def _content_terms(text: str) -> tuple[str, ...]:
+    return _terms(text, language_of(text))
+
+
+def _terms(text: str, language: str) -> tuple[str, ...]:
+    stop = stopwords(language)
+    terms: list[str] = []
+    for word in words(text):
+        if _SPACELESS.search(word):
+            terms.extend(t for t in _spaceless_terms(word) if t not in stop)
+            continue
+        if word in stop or word.isdigit() or len(word) < 2:
+            continue
+        base = word.split("'")[0]
+        if base and base not in stop:
+            terms.append(stem(base, language))
+    return tuple(terms)
 
 
 def content_terms(text: str) -> list[str]:
-    """Stemmed words that carry subject matter: no stopwords, no bare numbers."""
-    terms = []
-    for word in words(text):
-        if word in STOPWORDS or word.isdigit() or len(word) < 2:
-            continue
-        terms.append(stem(word.split("'")[0]))
-    return terms
+    """Stemmed words that carry subject matter: no stop words, no bare numbers."""
+    return list(_content_terms(text))
 
 
 def bag(texts: Iterable[str]) -> Counter[str]:
     """Term counts of several texts pooled together."""
     counts: Counter[str] = Counter()
     for text in texts:
-        counts.update(content_terms(text))
+        counts.update(_content_terms(text))
     return counts
 
 
@@ -115,7 +227,7 @@ def cosine(a: dict[str, float], b: dict[str, float]) -> float:
 
 
 # --------------------------------------------------------------------------- #
-# Topic vocabulary and conversational cues (for threads with real roles)
+# Topic vocabulary (for threads with real roles)
 # --------------------------------------------------------------------------- #
 
 #: Words that are content words to the tokenizer above but say nothing about the
@@ -142,113 +254,22 @@ GENERIC_WORDS: frozenset[str] = frozenset(
 )
 
 
+@lru_cache(maxsize=32768)
+def _topic_terms(text: str) -> tuple[str, ...]:
+    if language_of(text) != "en":
+        return _content_terms(text)
+    kept = " ".join(word for word in words(text) if word not in GENERIC_WORDS)
+    return _terms(kept, "en")
+
+
 def topic_terms(text: str) -> list[str]:
     """Content terms of ``text`` without :data:`GENERIC_WORDS`: what it is about."""
-    return [
-        term for word in words(text) if word not in GENERIC_WORDS for term in content_terms(word)
-    ]
+    return list(_topic_terms(text))
 
 
 def topic_bag(texts: Iterable[str]) -> Counter[str]:
     """:func:`topic_terms` counts of several texts pooled together."""
     counts: Counter[str] = Counter()
     for text in texts:
-        counts.update(topic_terms(text))
+        counts.update(_topic_terms(text))
     return counts
-
-
-# A turn often opens with courtesy ("Thanks. Ok, ...") before saying what it is about.
-_COURTESY = re.compile(
-    r"^(?:(?:ok(?:ay)?|thanks?(?: you)?(?: so much)?|great|perfect|cool|nice|awesome|"
-    r"got it|sorry|alright|all right|right|oh|hmm|hey|hi|well|good to know|makes sense|"
-    r"that (?:helps|makes sense)|understood)\b[\s,.!:;\u2014\u2013-]*)+",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_CLAUSE_END = re.compile(r"[:;?\u2014\u2013]|\s-\s|\.(?:\s|$)")
-
-#: Phrases by which a speaker announces a change of subject, wherever they stand in
-#: the opening clause ("Can I ask you a different question?").
-_SWITCH_CUE = re.compile(
-    r"\b(?:by the way|btw|off[- ]topic|random question|separate question|"
-    r"different (?:question|topic|subject|matter)|new (?:topic|subject)|"
-    r"(?:another|other) (?:topic|subject|matter)|unrelated (?:question|thing|note)|"
-    r"switch(?:ing)? (?:gears|topics?|subjects?)|chang(?:e|ing) (?:of |the )?(?:topics?|subject)|"
-    r"on (?:an)?other note|on an? (?:different|separate|unrelated|side|lighter) note)\b",
-    re.IGNORECASE,
-)
-#: Words that announce a change of subject only where a clause starts: "Unrelated,
-#: but ..." and "Something else: ..." do, "is it unrelated to ..." and "laziness or
-#: something else?" do not. A few words may come first ("Quick unrelated ...").
-_SWITCH_OPENER = re.compile(
-    r"^(?:(?:anyway|anyways|moving on)\b|(?:(?:a|one|more|quick|random|small|little|"
-    r"totally|completely|somewhat|something|also|and|but|so|now)[\s,]+){0,2}"
-    r"(?:unrelated|something else|something (?:completely|totally|entirely) different)\b)",
-    re.IGNORECASE,
-)
-#: Phrases by which a speaker goes back to an earlier subject, where a clause starts
-#: ("Back to Japan: ...", "Going back to the trip ..."), not "put it back to ...".
-_RETURN_CUE = re.compile(
-    r"^(?:(?:going|coming|getting|get|go|come|to|so|now|and|but|anyway|anyways|just)"
-    r"[\s,]+){0,2}(?:back to|return(?:ing)? to)\b",
-    re.IGNORECASE,
-)
-#: Openings that continue the subject at hand ("And ...", "What about ...", "Is it ...").
-_FOLLOW_UP_OPENER = re.compile(
-    r"^(?:and|also|so|then|but|or|what about|how about|what if|in that case|if so|if not|"
-    r"(?:does|is|would|will|can|could|should) (?:that|it|this|they|these|those)|"
-    r"it|that|this|these|those|they|them|same|which one|"
-    r"(?:one more|one last|last|another) (?:thing|question))\b",
-    re.IGNORECASE,
-)
-_PRONOUNS = frozenset("it its that this these those they them their he she him her".split())
-
-
-def opening_clauses(text: str, sentences: int = 2) -> list[str]:
-    """First clause of each of the first ``sentences`` sentences, courtesy stripped.
-
-    "Thanks, that helps. Different question: how do I ..." gives ["that helps",
-    "Different question"]: a cue phrase counts where a speaker announces the turn,
-    not anywhere in it.
-    """
-    body = _COURTESY.sub("", " ".join(text.split()))
-    clauses = []
-    for sentence in _SENTENCE_END.split(body)[:sentences]:
-        clause = _CLAUSE_END.split(_COURTESY.sub("", sentence), maxsplit=1)[0].strip(" ,")
-        if clause:
-            clauses.append(clause)
-    return clauses
-
-
-def announces_switch(text: str) -> bool:
-    """Does the turn announce a new subject ("Different question: ...", "By the way, ...")?"""
-    return any(
-        _SWITCH_CUE.search(clause) or _SWITCH_OPENER.match(clause)
-        for clause in opening_clauses(text)
-    )
-
-
-def announces_return(text: str) -> bool:
-    """Does the turn announce going back to an earlier subject ("Back to Japan: ...")?"""
-    return any(_RETURN_CUE.match(clause) for clause in opening_clauses(text))
-
-
-def opens_as_follow_up(text: str) -> bool:
-    """Does the turn open like a follow-up ("And ...", "What about ...", "Is it ...")?"""
-    clauses = opening_clauses(text, sentences=1)
-    return bool(clauses) and bool(_FOLLOW_UP_OPENER.match(clauses[0]))
-
-
-def opens_with_reference(text: str) -> bool:
-    """Does the first sentence name its subject by a pronoun before any content word?
-
-    "What should it include?" points back at the subject of the conversation;
-    "How do I cancel my gym membership if they ..." names its subject first.
-    """
-    clauses = opening_clauses(text, sentences=1)
-    for word in words(clauses[0]) if clauses else ():
-        if word in _PRONOUNS:
-            return True
-        if content_terms(word):
-            return False
-    return False

@@ -3,7 +3,7 @@
 The prior topic is summarized before the new one becomes active, and its notes are
 archived only after that summary exists: closing one line of work and starting the next
 are a single step from memory's point of view (one transaction, under the session row
-lock that every message append takes first).
+lock that every message append takes first), and no model call runs under that lock.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from django.utils import timezone
 from memory.events import publish_on_commit, topic_payload
 from memory.models import Notes, Session, Topic
 from memory.summarize import (
+    PreparedSummary,
     apply_summary,
     confirm_summary,
     prepare_summary,
     publish_topic_updated,
     topic_history,
+    with_fresh_summary,
 )
 
 
@@ -26,13 +28,29 @@ def do_start_user_topic(*, session: Session) -> Topic:
     """Close the active topic (summarized, notes archived) and start a new active one.
 
     The summary call is made before the lock is taken; inside it, the summary is used
-    only if the topic's messages and notes are still the ones summarized (otherwise it is
-    made again, under the lock). A prior topic without messages is closed without a
-    summary, since there is nothing to summarize. The drift result is cleared: it spoke
-    of the topic that just closed.
+    only if the topic's messages and notes are still the ones summarized (otherwise the
+    lock is released and it is made again: no model call ever runs under the lock). A
+    prior topic without messages is closed without a summary, since there is nothing to
+    summarize. The drift result is cleared: it spoke of the topic that just closed.
     """
-    current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
-    prepared = prepare_summary(topic=current) if current and topic_history(current) else None
+
+    def prepare() -> PreparedSummary | None:
+        current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
+        if current is None or not topic_history(current):
+            return None
+        return prepare_summary(topic=current)
+
+    return with_fresh_summary(
+        prepare,
+        lambda prepared, accept_stale: _start_locked(
+            session=session, prepared=prepared, accept_stale=accept_stale
+        ),
+    )
+
+
+def _start_locked(
+    *, session: Session, prepared: PreparedSummary | None, accept_stale: bool
+) -> Topic:
     with transaction.atomic():
         Session.objects.select_for_update().filter(pk=session.pk).get()
         prior = (
@@ -44,7 +62,8 @@ def do_start_user_topic(*, session: Session) -> Topic:
         if prior is not None:
             history = topic_history(prior)
             if history:
-                apply_summary(topic=prior, summary=confirm_summary(prepared, topic=prior))
+                summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
+                apply_summary(topic=prior, summary=summary)
             Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
             prior.is_active = False
             prior.closed_at = timezone.now()

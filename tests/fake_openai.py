@@ -75,6 +75,9 @@ class FakeOpenAI:
         self._random = random.Random(seed)
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        # Called with each request's body, in the server's thread, before it is answered
+        # (e.g. to check from another database connection what the caller holds locked).
+        self.on_request: Callable[[dict], None] | None = None
         self._queue: deque[_Script] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -218,6 +221,8 @@ class _ChatHandler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("request body is not JSON"))
             return
         script = self.fake._take(body, {k.lower(): v for k, v in self.headers.items()})
+        if self.fake.on_request is not None:
+            self.fake.on_request(body)
         if script.delay and self.fake._stopping.wait(script.delay):
             return
         if script.status != 200:

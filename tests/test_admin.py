@@ -4,7 +4,10 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 
-from memory.models import ImportantInfo, MemoryDecision, Notes
+from memory.context import assemble_context
+from memory.models import ImportantInfo, MemoryDecision, Notes, Session, Topic
+from memory.persistent import get_persistent_memory
+from tests.memory_builders import add_topic
 
 
 @pytest.fixture
@@ -68,3 +71,85 @@ def test_every_change_page_opens_for_a_superuser(client, operator, history):
         assert obj is not None, model
         url = f"/admin/memory/{model._meta.model_name}/{obj.pk}/change/"
         assert client.get(url).status_code == 200, url
+
+
+# --- deleting: the active topic is refused, any deletion invalidates memory ---------------
+
+
+def page_messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_active_topic_cannot_be_deleted_and_the_session_keeps_working(
+    client, operator, history
+):
+    page = client.get(f"/admin/memory/topic/{history.pk}/change/").content.decode()
+    assert f"/admin/memory/topic/{history.pk}/delete/" not in page  # no Delete link
+
+    for method in (client.get, client.post):
+        response = method(f"/admin/memory/topic/{history.pk}/delete/", {"post": "yes"}, follow=True)
+        assert response.redirect_chain[0] == (f"/admin/memory/topic/{history.pk}/change/", 302)
+        (message,) = page_messages(response)
+        assert "is the active topic of its session" in message
+        assert "Start a new topic in that session first" in message
+
+    history.refresh_from_db()
+    assert history.is_active
+    session = history.session
+    assert session.append_message(role="user", content="still works").topic_id == history.pk
+    assert assemble_context(session=session).messages[-1]["content"] == "still works"
+
+
+def test_a_bulk_delete_that_includes_an_active_topic_deletes_nothing(
+    client, operator, history, agent, alice
+):
+    other = add_topic(history.session, title="Earlier", summary="Old.")
+    response = client.post(
+        "/admin/memory/topic/",
+        {"action": "delete_selected", "_selected_action": [history.pk, other.pk], "post": "yes"},
+        follow=True,
+    )
+
+    assert any("is the active topic of its session" in m for m in page_messages(response))
+    assert Topic.objects.filter(pk__in=[history.pk, other.pk]).count() == 2
+
+
+def test_deleting_earlier_topics_in_bulk_invalidates_their_scope(
+    client, operator, history, agent, alice
+):
+    earlier = Session.objects.start(user=alice, agent=agent)
+    kept = add_topic(earlier, title="Billing", summary="Stripe.", keep=True)
+    chatter = add_topic(earlier, title="Chatter", summary="Small talk.")
+    reader = history.session
+    assert "Billing: Stripe." in get_persistent_memory(session=reader).text  # now cached
+
+    response = client.post(
+        "/admin/memory/topic/",
+        {"action": "delete_selected", "_selected_action": [kept.pk, chatter.pk], "post": "yes"},
+    )
+
+    assert response.status_code == 302
+    assert not Topic.objects.filter(pk__in=[kept.pk, chatter.pk]).exists()
+    assert get_persistent_memory(session=reader).text == ""
+
+
+@pytest.mark.parametrize("how", ["delete-view", "bulk-action"])
+def test_deleting_a_session_invalidates_the_memory_of_its_scope(
+    client, operator, history, agent, alice, how
+):
+    earlier = Session.objects.start(user=alice, agent=agent)
+    add_topic(earlier, title="Billing", summary="Stripe.", keep=True)
+    reader = history.session
+    assert "Billing: Stripe." in get_persistent_memory(session=reader).text  # now cached
+
+    if how == "delete-view":
+        response = client.post(f"/admin/memory/session/{earlier.pk}/delete/", {"post": "yes"})
+    else:
+        response = client.post(
+            "/admin/memory/session/",
+            {"action": "delete_selected", "_selected_action": [earlier.pk], "post": "yes"},
+        )
+
+    assert response.status_code == 302
+    assert not Session.objects.filter(pk=earlier.pk).exists()
+    assert get_persistent_memory(session=reader).text == ""

@@ -314,3 +314,35 @@ def test_another_users_facts_and_memory_never_reach_the_stack(session, agent, or
     set_fact(user=bob, agent=agent, key="bob-secret", value="hunter2")
     text = json.dumps(assemble_context(session=session).as_dict())
     assert "Secret." not in text and "hunter2" not in text and "Bob's plan" not in text
+
+
+# --- the earlier-topics budget -----------------------------------------------------------
+
+
+def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(session, settings):
+    settings.EARLIER_TOPICS_TOKEN_BUDGET = 100
+    for i in range(500):
+        add_topic(session, title=f"Topic {i}", summary=f"Decision {i}: " + "x" * 40)
+
+    stack = assemble_context(session=session)
+
+    block = stack.layer("semi_stable").text
+    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    lines = [line for line in block.splitlines() if line.startswith("- ")]
+    assert lines[-1].startswith("- Topic 499: Decision 499")  # the newest always stays
+    assert sum(len(line) // 4 + 1 for line in lines) <= 100
+    kept = len(lines)
+    assert 0 < kept < 500
+    assert stack.dropped_earlier_topics == tuple(f"Topic {i}" for i in range(500 - kept))
+    assert part.tokens < 130  # the block's heading on top of the budgeted lines
+    assert stack.as_dict()["dropped_earlier_topics"][0] == "Topic 0"
+
+
+def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(session):
+    add_topic(session, title="Lunch", summary="Was about lunch.")
+    add_topic(session, title="Old plan", deprecated=True)
+
+    stack = assemble_context(session=session)
+
+    assert "- Lunch: Was about lunch.\n- [DEPRECATED] Old plan" in stack.messages[1]["content"]
+    assert stack.dropped_earlier_topics == ()

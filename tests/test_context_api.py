@@ -48,6 +48,7 @@ def test_the_owner_sees_the_assembled_stack_and_the_cache_figures(session, alice
     ]
     assert stable["tokens"] == sum(part["tokens"] for part in stable["parts"])
     assert data["dropped"] == ["Old"]
+    assert data["dropped_earlier_topics"] == []
     assert data["messages"][0]["role"] == "system"
     assert "Stack: Django." in data["messages"][0]["content"]
     assert "- city: Lyon" in data["messages"][0]["content"]

@@ -1,10 +1,10 @@
-"""Drift detection: the model's detector, the confirming default, selection, the cut."""
+"""Drift detection: the model decides (validated), selection of the detector, the cut."""
 
 import pytest
 
 from memory.drift import (
-    ConfirmedDriftDetector,
     LLMDriftDetector,
+    Subject,
     get_drift_detector,
     plan_fork,
     tool_safe_cut,
@@ -17,27 +17,29 @@ from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, FixedDetector, Marker
 TURNS = [Turn(role, text) for role, text in SUBJECT_A + SUBJECT_B]  # 10 turns, B starts at 6
 
 
-def llm_detector(fallback=None):
-    return LLMDriftDetector(get_chat_model("summary"), fallback=fallback)
+def llm_detector(prefilter=False):
+    return LLMDriftDetector(get_chat_model("summary"), prefilter=prefilter)
 
 
 def test_the_model_detector_asks_about_the_window_and_trusts_a_valid_answer(fake_openai):
     fake_openai.reply_json({"drifted": True, "start": 6})
 
-    verdict = llm_detector().detect(TURNS, scan_back=5)
+    subject = Subject(title="Balcony garden", summary="Tomatoes and basil in pots.")
+    verdict = llm_detector().detect(TURNS, scan_back=5, subject=subject)
 
     assert verdict == DriftVerdict(True, 6, "model: new subject at turn 6")
     (request,) = fake_openai.requests
     assert request["response_format"] == {"type": "json_object"}
-    assert "turns numbered 5 to 9" in request["messages"][0]["content"]
+    system = request["messages"][0]["content"]
+    assert "turns numbered 5\nto 9" in system
+    assert "Balcony garden — Tomatoes and basil in pots." in system
     assert "[6] user: NEW-SUBJECT: my laptop battery" in request["messages"][1]["content"]
 
 
 def test_the_model_detector_takes_a_strict_false_as_no_drift(fake_openai):
     fake_openai.reply_json({"drifted": False, "start": None})
-    fallback = FixedDetector(DriftVerdict(True, 7, "fallback was asked"))
 
-    assert llm_detector(fallback).detect(TURNS, scan_back=5).drifted is False
+    assert llm_detector().detect(TURNS, scan_back=5).drifted is False
 
 
 @pytest.mark.parametrize(
@@ -52,20 +54,20 @@ def test_the_model_detector_takes_a_strict_false_as_no_drift(fake_openai):
         pytest.param({"drifted": True, "start": "6"}, id="start-string"),
         pytest.param({"drifted": True, "start": True}, id="start-bool"),
         pytest.param({"drifted": True, "start": 6.0}, id="start-float"),
+        pytest.param(["drifted", True], id="not-an-object"),
     ],
 )
-def test_an_invalid_model_answer_falls_back_to_the_model_free_verdict(fake_openai, answer):
+def test_an_unusable_model_answer_never_forks(fake_openai, answer):
     fake_openai.reply_json(answer)
-    fallback = FixedDetector(DriftVerdict(True, 8, "lexical says 8"))
 
-    verdict = llm_detector(fallback).detect(TURNS, scan_back=5)
+    verdict = llm_detector().detect(TURNS, scan_back=5)
 
-    assert (verdict.drifted, verdict.start) == (True, 8)
-    assert verdict.reason == "model answer unusable; lexical says 8"
+    assert (verdict.drifted, verdict.start) == (False, None)
+    assert verdict.reason == "model answer unusable; no fork"
 
 
 @pytest.mark.parametrize("failure", ["garbage", "http-500"])
-def test_a_failed_model_call_without_fallback_means_no_drift(fake_openai, failure):
+def test_a_failed_model_call_means_no_drift(fake_openai, failure):
     if failure == "garbage":
         fake_openai.reply_raw_content("drifted: yes")
     else:
@@ -76,30 +78,16 @@ def test_a_failed_model_call_without_fallback_means_no_drift(fake_openai, failur
     assert (verdict.drifted, verdict.start) == (False, None)
 
 
-def test_the_default_detector_asks_the_model_only_to_confirm_a_drift(fake_openai):
-    detector = ConfirmedDriftDetector(
-        first_pass=FixedDetector(DriftVerdict(False, None, "same subject")),
-        judge=llm_detector(),
-    )
-    assert detector.detect(TURNS, scan_back=5).drifted is False
-    assert fake_openai.requests == []
-
-
-def test_the_model_can_overrule_and_place_a_first_pass_drift(fake_openai):
-    detector = ConfirmedDriftDetector(
-        first_pass=FixedDetector(DriftVerdict(True, 8, "lexical says 8")), judge=llm_detector()
-    )
-    fake_openai.reply_json({"drifted": False})
-    assert detector.detect(TURNS, scan_back=5).drifted is False
+def test_auto_asks_the_model_whenever_the_window_holds_a_user_turn(fake_openai):
     fake_openai.reply_json({"drifted": True, "start": 6})
-    assert detector.detect(TURNS, scan_back=5).start == 6
+    assert llm_detector(prefilter=True).detect(TURNS, scan_back=5).start == 6
+    assert len(fake_openai.requests) == 1
 
 
-def test_an_unusable_confirmation_keeps_the_first_pass_verdict(fake_openai):
-    first = DriftVerdict(True, 8, "lexical says 8")
-    detector = ConfirmedDriftDetector(first_pass=FixedDetector(first), judge=llm_detector())
-    fake_openai.fail(500)
-    assert detector.detect(TURNS, scan_back=5) == first
+def test_auto_skips_the_call_only_for_a_window_without_a_user_turn(fake_openai):
+    replies_only = [*TURNS[:6], Turn("assistant", "Part one."), Turn("assistant", "Part two.")]
+    verdict = llm_detector(prefilter=True).detect(replies_only, scan_back=2)
+    assert verdict.drifted is False and fake_openai.requests == []
 
 
 def test_with_the_offline_model_only_the_model_free_detector_runs(settings):
@@ -111,11 +99,10 @@ def test_with_the_offline_model_only_the_model_free_detector_runs(settings):
 def test_the_setting_chooses_the_detector(fake_openai, settings):
     settings.DRIFT_DETECTOR = "auto"
     detector = get_drift_detector()
-    assert isinstance(detector, ConfirmedDriftDetector)
-    assert detector.first_pass.name == "lexical"
+    assert isinstance(detector, LLMDriftDetector) and detector.prefilter
     settings.DRIFT_DETECTOR = "llm"
     detector = get_drift_detector()
-    assert isinstance(detector, LLMDriftDetector) and detector.fallback.name == "lexical"
+    assert isinstance(detector, LLMDriftDetector) and not detector.prefilter
     settings.DRIFT_DETECTOR = "lexical"
     assert get_drift_detector().name == "lexical"
     settings.DRIFT_DETECTOR = "nonsense"

@@ -371,12 +371,29 @@ def test_offline_plain_message_says_how_to_configure_a_model():
         "OPENAI_BASE_URL",
         "DRIFTLESS_MODEL",
         "Ollama",
-        '"What did we decide about the database?"',
         "/remember KEY = VALUE",
         "/forget KEY",
         "/note TEXT",
     ):
         assert needle in completion.content
+
+
+def test_offline_replies_never_echo_the_user_and_stay_short_after_the_first():
+    question = "What did we decide about the database?"
+    first = _offline(question)[1].content
+    later = _drain(
+        OfflineModel().stream(
+            messages=[
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": first},
+                {"role": "user", "content": question},
+            ]
+        )
+    )[1].content
+
+    assert "database" not in first and "database" not in later
+    assert later.startswith("Offline mode: no language model is configured")
+    assert len(later.split()) <= 25 < len(first.split())
 
 
 def test_offline_reply_is_deterministic():

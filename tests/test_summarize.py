@@ -215,6 +215,7 @@ def test_a_demotion_invalidates_the_scope_cache(fake_openai, session, topic):
     summarize(topic)
     key = memory_cache_key(session.memory_scope_key)
     cache.set(key, "stale block")
+    say(session, "user", "Actually, forget the balcony plan.")
     fake_openai.reply_json(summary_answer(keep=False))
 
     summarize(topic)
@@ -229,6 +230,7 @@ def test_a_new_summary_of_a_promoted_topic_invalidates_the_cache(fake_openai, se
     summarize(topic)
     key = memory_cache_key(session.memory_scope_key)
     cache.set(key, "stale block")
+    say(session, "user", "Add marigolds against aphids.")
     fake_openai.reply_json(summary_answer(summary="Second version.", keep=True))
 
     summarize(topic)

@@ -14,7 +14,8 @@ from memory.context import inspect_context
     summary="The assembled context stack of a session",
     description=(
         "Each layer (stable, semi_stable, volatile) with its parts and approximate token "
-        "counts, the persistent-memory entries the budget dropped, the exact messages and "
+        "counts, the persistent-memory entries and earlier topics their budgets dropped "
+        "(``dropped``, ``dropped_earlier_topics``), the exact messages and "
         "tools a chat call would send, and the session's provider cache-hit figures."
     ),
     responses={200: OpenApiTypes.OBJECT, 404: OpenApiResponse(description="Not your session")},

@@ -319,6 +319,9 @@
       if ((data.dropped || []).length) {
         nodes.push(section("Dropped from memory by the budget", data.dropped.length, el("ul", { class: "dropped-list" }, data.dropped.map((title) => el("li", { text: title })))));
       }
+      if ((data.dropped_earlier_topics || []).length) {
+        nodes.push(section("Earlier topics dropped by the budget", data.dropped_earlier_topics.length, el("ul", { class: "dropped-list" }, data.dropped_earlier_topics.map((title) => el("li", { text: title })))));
+      }
       return nodes;
     }
 

@@ -69,14 +69,17 @@ def test_markup_in_messages_is_shown_as_text_and_never_runs(open_chat, session):
     page.get_by_label("Message Drift").fill(HOSTILE)
     page.keyboard.press("Enter")
     wait_for_reply(page)
+    # A model may write markup too (the offline model never repeats the user's words).
+    session.append_message(role=Message.Role.ASSISTANT, content=f"You wrote: {HOSTILE}")
     page.reload()  # the same content, rendered again from the stored state
     page.wait_for_selector("#conn[data-state=open]")
 
     assert page.evaluate("window.__xss") is None
     assert page.locator("#thread script, #thread img").count() == 0
     assert page.locator(".msg-user .bubble").inner_text() == HOSTILE
-    # The offline reply quotes the message back; Markdown rendering keeps it text.
-    assert "<script>window.__xss = 1</script>" in page.locator(".msg-assistant .md").inner_text()
+    # Markdown rendering keeps the reply's markup as text.
+    shown = page.locator(".msg-assistant .md").last.inner_text()
+    assert "<script>window.__xss = 1</script>" in shown
 
 
 def test_the_markdown_renderer_only_makes_its_own_tags(open_chat, session):
