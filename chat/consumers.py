@@ -239,8 +239,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=ended.code)
 
     async def session_event(self, message: dict) -> None:
-        """An event published to the session's group: forwarded unchanged."""
+        """An event published to the session's group: forwarded unchanged. A deleted
+        session's sockets are closed once they have been told."""
         await self.send(text_data=json.dumps(message["event"]))
+        if message["event"]["type"] == "session.deleted":
+            await self.close(code=CLOSE_FORBIDDEN)
 
     async def _send_error(self, code: ErrorCode, text: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "code": code, "message": text}))

@@ -31,9 +31,10 @@ from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory import leases
 from memory.context import ContextStack, assemble_context, render_window
+from memory.deletion import do_delete_session
 from memory.events import publish, publish_on_commit
 from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
-from memory.models import Message, Session, Topic
+from memory.models import Deletion, Message, Session, Topic
 from memory.pipeline import note_message_stored
 from memory.thread import (
     TURN_LEASE_PREFIX,
@@ -175,6 +176,12 @@ def do_new_topic(*, session: Session) -> Topic:
     """Start a new topic (the prior one is summarized first), never during a turn."""
     with _session_lock(session.pk):
         return do_start_user_topic(session=session)
+
+
+def do_delete_session_between_turns(*, session: Session, deleted_by, via: str) -> Deletion:
+    """Delete a session (memory/deletion.py), never in the middle of one of its turns."""
+    with _session_lock(session.pk):
+        return do_delete_session(session=session, deleted_by=deleted_by, via=via)
 
 
 def _run_turn(*, session: Session, user_message: Message) -> TurnResult:

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("sessions/start/", views.start_session, name="start-session"),
     path("sessions/<int:session_id>/", views.chat, name="chat"),
+    path("sessions/<int:session_id>/delete/", views.delete_session, name="delete-session"),
     path("search/", views.search, name="search"),
     path("login/", login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -5,16 +5,18 @@ HTML, so it paints complete without waiting for an API round trip; after that th
 websocket and the REST API keep it current.
 """
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.http import Http404
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
+from chat.turn import TurnBusy, do_delete_session_between_turns
 from memory.events import message_payload, topic_payload
-from memory.models import Agent, Session, Topic
+from memory.models import Agent, Deletion, Session, Topic
 from memory.search import SearchError, marked_segments, search_memory
 
 # The chat page opens on the end of the active topic; older messages of a very long
@@ -66,6 +68,31 @@ def chat(request, session_id: int):
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})
+
+
+@login_required
+def delete_session(request, session_id: int):
+    """Ask, then delete: the page says plainly that it is permanent."""
+    session = owned_session_or_404(request.user, session_id)
+    if request.method == "POST":
+        try:
+            do_delete_session_between_turns(
+                session=session, deleted_by=request.user, via=Deletion.Via.USER
+            )
+        except TurnBusy as busy:
+            messages.error(request, f"Not deleted: {busy}")
+            return redirect("delete-session", session_id=session.pk)
+        messages.success(request, f"“{session}” was deleted permanently.")
+        return redirect("home")
+    counts = session.topics.aggregate(
+        topics=Count("pk"),
+        in_memory=Count("pk", filter=Q(keep_in_memory=True) | Q(deprecated=True)),
+    )
+    return render(
+        request,
+        "chat/delete_session.html",
+        {"session": session, "messages_total": session.messages.count(), **counts},
+    )
 
 
 @login_required

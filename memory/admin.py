@@ -2,8 +2,11 @@
 
 What only the system writes (sequence numbers, token usage, manual-set flags, what a
 summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
-(every store of the session needs it); deleting any topic or session invalidates the
-persistent-memory cache of its scope.
+(every store of the session needs it). Deleting a session or a topic goes through
+memory/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
+cache is invalidated) and a ``Deletion`` audit row (without the content) remains. An
+operator's edit of a topic's title or summary is a correction like the user's
+(memory/curation.py): audited, and kept by later summaries of the same messages.
 """
 
 import json
@@ -17,8 +20,11 @@ from django.db.models import Count
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from memory.curation import CurationRefused, do_user_edit_topic
+from memory.deletion import do_delete_session, do_delete_topic
 from memory.models import (
     Agent,
+    Deletion,
     ImportantInfo,
     MemoryDecision,
     Message,
@@ -27,7 +33,6 @@ from memory.models import (
     Session,
     Topic,
 )
-from memory.persistent import invalidate_persistent_memory, invalidate_topic_memory
 from memory.portability import export_memory
 from memory.thread import usage_totals
 
@@ -152,13 +157,11 @@ class SessionAdmin(admin.ModelAdmin):
     inlines = [TopicInline]
 
     def delete_model(self, request, obj):
-        invalidate_persistent_memory(obj.memory_scope_key)  # its topics leave memory
-        super().delete_model(request, obj)
+        do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
     def delete_queryset(self, request, queryset):
-        for scope_key in {session.memory_scope_key for session in queryset}:
-            invalidate_persistent_memory(scope_key)
-        super().delete_queryset(request, queryset)
+        for session in queryset:
+            self.delete_model(request, session)
 
     @admin.display(description="cache hits (cached / prompt tokens)")
     def cache_hit_rate(self, session):
@@ -196,7 +199,7 @@ class NotesInline(admin.StackedInline):
 
 class MemoryDecisionInline(admin.TabularInline):
     model = MemoryDecision
-    fields = ["created_at", "actor", "user", "from_state", "to_state"]
+    fields = ["created_at", "action", "actor", "user", "from_state", "to_state"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -237,6 +240,8 @@ class TopicAdmin(admin.ModelAdmin):
         "summarized_at",
         "summary_is_fallback",
         "summarized_through_seq",
+        "summary_manually_set",
+        "agent_promoted_through_seq",
         "created_at",
         "closed_at",
     ]
@@ -270,18 +275,20 @@ class TopicAdmin(admin.ModelAdmin):
         return delete_selected_action(self, request, queryset)
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        if change and {"title", "summary"} & set(form.changed_data):
-            invalidate_topic_memory(topic=obj)  # the persistent-memory block shows both
+        if not (change and {"title", "summary"} & set(form.changed_data)):
+            super().save_model(request, obj, form, change)
+            return
+        try:  # a correction: audited, the memory cache invalidated, kept by later summaries
+            do_user_edit_topic(topic=obj, user=request.user, title=obj.title, summary=obj.summary)
+        except CurationRefused as refused:
+            self.message_user(request, f"Not saved: {refused}", messages.ERROR)
 
     def delete_model(self, request, obj):
-        invalidate_topic_memory(topic=obj)
-        super().delete_model(request, obj)
+        do_delete_topic(topic=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
     def delete_queryset(self, request, queryset):
-        for topic in queryset.in_memory():
-            invalidate_topic_memory(topic=topic)
-        super().delete_queryset(request, queryset)
+        for topic in queryset:  # delete_selected has refused any active topic already
+            self.delete_model(request, topic)
 
     @admin.display(description="memory")
     def memory_state_label(self, topic):
@@ -352,12 +359,53 @@ class ImportantInfoAdmin(admin.ModelAdmin):
 
 @admin.register(MemoryDecision)
 class MemoryDecisionAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "actor", "user", "topic_title", "from_state", "to_state"]
-    list_filter = ["actor", "to_state", "topic__session__agent", "topic__session__organization"]
+    list_display = [
+        "created_at",
+        "action",
+        "actor",
+        "user",
+        "topic_title",
+        "from_state",
+        "to_state",
+    ]
+    list_filter = [
+        "action",
+        "actor",
+        "to_state",
+        "topic__session__agent",
+        "topic__session__organization",
+    ]
     search_fields = ["topic_title", "topic__title"]
 
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Deletion)
+class DeletionAdmin(admin.ModelAdmin):
+    list_display = [
+        "created_at",
+        "kind",
+        "via",
+        "session_ref",
+        "topic_ref",
+        "owner",
+        "agent",
+        "deleted_by",
+        "topics",
+        "messages",
+        "memory_topics",
+    ]
+    list_filter = ["kind", "via", "agent", "organization"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

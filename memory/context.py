@@ -38,7 +38,7 @@ from django.db.models import Q
 
 from memory.constants import ACTIVE_WINDOW_MESSAGES
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
-from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory
+from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 from memory.thread import usage_totals
 from memory.tokens import estimate_tokens, oldest_to_drop
 from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
@@ -258,11 +258,12 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     lines, titles = [], []
     for topic in prior:
         title = " ".join(topic["title"].split()) or UNTITLED
+        ref = topic_ref(topic["pk"])
         titles.append(title)
         if topic["deprecated"]:
-            lines.append(f"- {DEPRECATED_PREFIX}{title}")
+            lines.append(f"- {ref} {DEPRECATED_PREFIX}{title}")
         else:
-            lines.append(f"- {title}: {topic['summary'].strip()}")
+            lines.append(f"- {ref} {title}: {topic['summary'].strip()}")
     budget = settings.EARLIER_TOPICS_TOKEN_BUDGET
     start = oldest_to_drop([estimate_tokens(line) + 1 for line in lines], budget)
     return "\n".join(lines[start:]), tuple(titles[:start])

@@ -1,8 +1,20 @@
-"""Curation: moving a topic between the three memory states.
+"""Curation: moving a topic between the three memory states, and correcting its text.
 
 The user may set any state and every change of theirs sets the matching manual flag.
-The agent may promote, demote and deprecate until the user has taken a position; it can
-never un-deprecate. The summarizer only sets keep-in-memory, never against the user.
+The agent may promote, demote and deprecate any topic of its (agent, user, organization)
+scope until the user has taken a position: after that its promote and demote are refused
+(keep-in-memory set manually), and so is its deprecate (either manual flag). It can never
+un-deprecate. The summarizer only sets keep-in-memory, never against the user, and never
+against the agent's explicit promote until the user has written again in the topic.
+
+Nothing enters memory untitled: promoting or deprecating a topic that has no title (or,
+for a promotion, no summary) summarizes it first, with the model call made before any
+row lock is taken; a topic without messages cannot be promoted or deprecated.
+
+The user may also edit a topic's title and summary: a manual decision like the brain
+toggle (audited, cache invalidated), which a later summary of the same messages does not
+overwrite (memory/summarize.py ``apply_summary``).
+
 Every accepted change writes an audit row, invalidates the persistent-memory cache of
 the scope and tells the session's clients.
 """
@@ -14,10 +26,17 @@ from typing import Literal
 from django.db import transaction
 from django.utils import timezone
 
-from memory.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
+from memory.constants import (
+    DEPRECATED_GUARD_ERROR,
+    EMPTY_TOPIC_ERROR,
+    KEEP_IN_MEMORY_GUARD_ERROR,
+    TOPIC_SUMMARY_MAX_CHARS,
+    TOPIC_TITLE_MAX_CHARS,
+    USER_POSITION_GUARD_ERROR,
+)
 from memory.events import publish_on_commit, topic_payload
-from memory.models import MemoryDecision, MemoryState, Topic
-from memory.persistent import invalidate_persistent_memory
+from memory.models import MemoryDecision, MemoryState, Message, Topic
+from memory.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
 
 AgentAction = Literal["promote", "demote", "deprecate"]
 
@@ -36,7 +55,8 @@ _AGENT_TARGET = {
 
 
 class CurationRefused(Exception):
-    """The agent tried to override a human decision; the message says why."""
+    """A curation or an edit that cannot be made (the guard, an empty topic, bad text);
+    the message says why, in words for the one who asked."""
 
 
 def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
@@ -46,6 +66,8 @@ def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
     if action == "deprecate":
         if topic.deprecated_manually_set:
             raise CurationRefused(DEPRECATED_GUARD_ERROR)
+        if topic.user_took_position:
+            raise CurationRefused(USER_POSITION_GUARD_ERROR)
     else:
         if topic.keep_in_memory_manually_set:
             raise CurationRefused(KEEP_IN_MEMORY_GUARD_ERROR)
@@ -55,36 +77,148 @@ def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
 
 
 def do_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryDecision | None:
-    """The agent's manage_topic_memory: guarded, then applied."""
+    """The agent's manage_topic_memory: guarded, titled if need be, then applied."""
+    state = check_agent_curation(topic=topic, action=action)  # refuse early, before a summary
+    _prepare_entry(topic=topic, state=state)
     with transaction.atomic():
-        topic = (
-            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
-        )
+        topic = _locked(topic.pk)
         state = check_agent_curation(topic=topic, action=action)
+        _check_entry(topic=topic, state=state)
         return _apply_state(topic=topic, state=state, actor=MemoryDecision.Actor.AGENT)
 
 
 def do_user_curation(*, topic: Topic, state: MemoryState, user) -> MemoryDecision | None:
-    """The user's choice: any state, always accepted, and remembered as manual."""
+    """The user's choice: any state, accepted unless the topic is empty, and remembered as
+    manual."""
+    _prepare_entry(topic=topic, state=state)
     with transaction.atomic():
-        topic = (
-            Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic.pk)
-        )
+        topic = _locked(topic.pk)
+        _check_entry(topic=topic, state=state)
         return _apply_state(topic=topic, state=state, actor=MemoryDecision.Actor.USER, user=user)
 
 
 def do_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecision | None:
-    """The summary's include_in_memory, unless the user already chose.
+    """The summary's include_in_memory, unless the user already chose, or the agent
+    promoted the topic explicitly and the user has not written in it since.
 
     The caller holds the topic row (select_for_update) inside its transaction.
     """
     if topic.keep_in_memory_manually_set or topic.keep_in_memory == keep_in_memory:
         return None
+    if (
+        not keep_in_memory
+        and topic.agent_promoted_through_seq is not None
+        and not topic.has_user_message_after(topic.agent_promoted_through_seq)
+    ):
+        return None  # the agent's promise stands until there is new evidence
     before = topic.memory_state
     topic.keep_in_memory = keep_in_memory
     return _record_change(
         topic=topic, before=before, actor=MemoryDecision.Actor.SUMMARIZER, fields=["keep_in_memory"]
     )
+
+
+def check_topic_text(*, title: str | None, summary: str | None) -> tuple[str | None, str | None]:
+    """A user's title and summary, normalized, or CurationRefused saying what is wrong."""
+    if title is not None:
+        title = " ".join(title.split())
+        if not title:
+            raise CurationRefused("a topic needs a title")
+        if len(title) > TOPIC_TITLE_MAX_CHARS:
+            raise CurationRefused(f"a title has at most {TOPIC_TITLE_MAX_CHARS} characters")
+    if summary is not None:
+        summary = summary.strip()
+        if len(summary) > TOPIC_SUMMARY_MAX_CHARS:
+            raise CurationRefused(f"a summary has at most {TOPIC_SUMMARY_MAX_CHARS} characters")
+    for text in (title, summary):
+        if text and ("\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)):
+            raise CurationRefused("the text holds characters that cannot be stored")
+    return title, summary
+
+
+def do_user_edit_topic(
+    *, topic: Topic, user, title: str | None = None, summary: str | None = None
+) -> MemoryDecision | None:
+    """The user's correction of a topic's title and/or summary.
+
+    It stands until the topic receives a new message (a summary of the same messages
+    keeps it); the next summary then starts from it. Audited, and the scope's memory
+    cache is invalidated when the topic is in memory.
+    """
+    title, summary = check_topic_text(title=title, summary=summary)
+    with transaction.atomic():
+        topic = _locked(topic.pk)
+        new_title = topic.title if title is None else title
+        new_summary = topic.summary if summary is None else summary
+        if (new_title, new_summary) == (topic.title, topic.summary):
+            return None
+        topic.title, topic.summary = new_title, new_summary
+        # The user's text is now the summary of everything so far: the next refresh
+        # builds on it and sends only what comes after (memory/summarize.py).
+        topic.summary_manually_set = True
+        topic.summary_is_fallback = False
+        topic.summarized_through_seq = topic.last_seq()
+        topic.save(
+            update_fields=[
+                "title",
+                "summary",
+                "summary_manually_set",
+                "summary_is_fallback",
+                "summarized_through_seq",
+            ]
+        )
+        invalidate_topic_memory(topic=topic)
+        publish_on_commit(topic.session_id, _updated(topic))
+        state = topic.memory_state
+        return MemoryDecision.objects.create(
+            topic=topic,
+            topic_title=topic.title,
+            action=MemoryDecision.Action.EDIT,
+            actor=MemoryDecision.Actor.USER,
+            user=user,
+            from_state=state,
+            to_state=state,
+        )
+
+
+def _locked(topic_id: int) -> Topic:
+    return Topic.objects.select_for_update(of=("self",)).select_related("session").get(pk=topic_id)
+
+
+def _needs_summary(topic: Topic, state: MemoryState) -> bool:
+    """Would the topic enter memory without a title (or, promoted, without a summary)?"""
+    if state == MemoryState.NONE:
+        return False
+    return not topic.title.strip() or (state == MemoryState.PROMOTED and not topic.summary.strip())
+
+
+def _prepare_entry(*, topic: Topic, state: MemoryState) -> None:
+    """Before any lock: refuse an empty topic, summarize an untitled one (a model call)."""
+    if state == MemoryState.NONE:
+        return
+    topic = Topic.objects.get(pk=topic.pk)  # the caller's copy may be stale
+    _check_not_empty(topic)
+    if _needs_summary(topic, state) and not topic.edit_stands:  # a summary would not apply
+        from memory.summarize import do_summarize_topic  # summarize imports this module
+
+        do_summarize_topic(topic_id=topic.pk)
+
+
+def _check_entry(*, topic: Topic, state: MemoryState) -> None:
+    """Under the lock: what enters memory has messages and a title."""
+    if state == MemoryState.NONE:
+        return
+    _check_not_empty(topic)
+    if topic.title.strip() in ("", UNTITLED):
+        raise CurationRefused(
+            "this topic has no title yet and none could be made from it: give it a title "
+            "(Edit), then try again."
+        )
+
+
+def _check_not_empty(topic: Topic) -> None:
+    if not Message.objects.filter(topic_id=topic.pk).conversation().exists():
+        raise CurationRefused(EMPTY_TOPIC_ERROR)
 
 
 def _apply_state(
@@ -94,6 +228,16 @@ def _apply_state(
     keep = state == MemoryState.PROMOTED
     deprecated = state == MemoryState.DEPRECATED
     fields = []
+    # The agent's explicit promote holds against the summarizer until the user writes
+    # again; any other decision ends that promise.
+    promised = (
+        topic.last_seq()
+        if actor == MemoryDecision.Actor.AGENT and state == MemoryState.PROMOTED
+        else None
+    )
+    if topic.agent_promoted_through_seq != promised:
+        topic.agent_promoted_through_seq = promised
+        fields.append("agent_promoted_through_seq")
     if actor == MemoryDecision.Actor.USER:
         # The user's position on each dimension they touched (or chose) is now fixed.
         if keep != topic.keep_in_memory or state != MemoryState.DEPRECATED:

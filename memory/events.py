@@ -26,6 +26,7 @@ class TopicPayload(TypedDict):
     memory_state: Literal["none", "promoted", "deprecated"]
     keep_in_memory_manually_set: bool
     deprecated_manually_set: bool
+    summary_manually_set: bool
     is_active: bool
     origin: str
 
@@ -99,6 +100,20 @@ class TopicUpdated(TypedDict):
     reason: Literal["summary", "refresh", "curation"]
 
 
+class TopicDeleted(TypedDict):
+    """An earlier topic of the session was deleted (with its messages and notes)."""
+
+    type: Literal["topic.deleted"]
+    topic_id: int
+
+
+class SessionDeleted(TypedDict):
+    """The session was deleted; the server closes the socket after sending this."""
+
+    type: Literal["session.deleted"]
+    session_id: int
+
+
 class ErrorEvent(TypedDict):
     """A frame from the client was refused; the connection stays open."""
 
@@ -115,6 +130,8 @@ Event = (
     | TurnError
     | TopicCreated
     | TopicUpdated
+    | TopicDeleted
+    | SessionDeleted
     | ErrorEvent
 )
 
@@ -132,9 +149,18 @@ def topic_payload(topic) -> TopicPayload:
         "memory_state": topic.memory_state.value,
         "keep_in_memory_manually_set": topic.keep_in_memory_manually_set,
         "deprecated_manually_set": topic.deprecated_manually_set,
+        "summary_manually_set": topic.summary_manually_set,
         "is_active": topic.is_active,
         "origin": topic.origin,
     }
+
+
+def topic_deleted(topic_id: int) -> TopicDeleted:
+    return {"type": "topic.deleted", "topic_id": topic_id}
+
+
+def session_deleted(session_id: int) -> SessionDeleted:
+    return {"type": "session.deleted", "session_id": session_id}
 
 
 def message_payload(message) -> MessagePayload:

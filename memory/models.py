@@ -271,6 +271,18 @@ class Topic(models.Model):
         help_text="Sequence number of the last message the current summary covers "
         "(the next refresh sends only what came after it).",
     )
+    summary_manually_set = models.BooleanField(
+        default=False,
+        help_text="The title and summary are the user's own edit (covering the messages "
+        "through summarized_through_seq): a summary of the same messages never overwrites "
+        "them.",
+    )
+    agent_promoted_through_seq = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Set when the agent promoted explicitly: the topic's last message then. "
+        "A summary's false demotes it only once the user has written again.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
@@ -303,6 +315,26 @@ class Topic(models.Model):
         if self.keep_in_memory:
             return MemoryState.PROMOTED
         return MemoryState.NONE
+
+    @property
+    def user_took_position(self) -> bool:
+        """The user has set keep-in-memory or deprecated themselves (the guard's test)."""
+        return self.keep_in_memory_manually_set or self.deprecated_manually_set
+
+    def last_seq(self) -> int:
+        """The sequence number of the topic's last message (0 when it has none)."""
+        return self.messages.aggregate(last=models.Max("seq"))["last"] or 0
+
+    def has_user_message_after(self, seq: int) -> bool:
+        return self.messages.filter(role=Message.Role.USER, seq__gt=seq).exists()
+
+    def has_message_after(self, seq: int) -> bool:
+        return self.messages.exclude(role=Message.Role.ERROR).filter(seq__gt=seq).exists()
+
+    @property
+    def edit_stands(self) -> bool:
+        """The user's edit is the topic's text until the topic receives a new message."""
+        return self.summary_manually_set and not self.has_message_after(self.summarized_through_seq)
 
 
 class MessageQuerySet(models.QuerySet):
@@ -421,12 +453,19 @@ class ImportantInfo(models.Model):
 
 
 class MemoryDecision(models.Model):
-    """Audit trail: who moved which topic from which memory state to which."""
+    """Audit trail: who moved which topic from which memory state to which, or edited its
+    title and summary (``action`` edit: the states are the topic's state at the time)."""
 
     class Actor(models.TextChoices):
         USER = "user", "User"
         AGENT = "agent", "Agent"
         SUMMARIZER = "summarizer", "Summarizer"
+
+    class Action(models.TextChoices):
+        STATE = "state", "Memory state changed"
+        EDIT = "edit", "Title or summary edited"
+
+    action = models.CharField(max_length=8, choices=Action.choices, default=Action.STATE)
 
     topic = models.ForeignKey(
         Topic, null=True, on_delete=models.SET_NULL, related_name="memory_decisions"
@@ -444,6 +483,8 @@ class MemoryDecision(models.Model):
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
+        if self.action == self.Action.EDIT:
+            return f"{self.actor}: edited ({self.topic_title})"
         return f"{self.actor}: {self.from_state} → {self.to_state} ({self.topic_title})"
 
 
@@ -459,3 +500,47 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} until {self.expires_at:%H:%M:%S}"
+
+
+class Deletion(models.Model):
+    """Audit row of a deleted session or topic: who, what, how much, never the content.
+
+    The ids are the deleted rows' own (kept as plain numbers: the rows are gone)."""
+
+    class Kind(models.TextChoices):
+        SESSION = "session", "Session"
+        TOPIC = "topic", "Topic"
+
+    class Via(models.TextChoices):
+        USER = "user", "The user (page or API)"
+        OPERATOR = "operator", "An operator (admin)"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    via = models.CharField(max_length=8, choices=Via.choices)
+    session_ref = models.PositiveBigIntegerField(help_text="Id of the (deleted) session.")
+    topic_ref = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Id of the deleted topic (a topic deletion)."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent = models.ForeignKey(Agent, null=True, on_delete=models.SET_NULL, related_name="+")
+    organization = models.ForeignKey(
+        Organization, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    topics = models.PositiveIntegerField(help_text="Topics deleted.")
+    messages = models.PositiveIntegerField(help_text="Messages deleted.")
+    memory_topics = models.PositiveIntegerField(
+        help_text="Deleted topics that were in persistent memory (promoted or deprecated)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        what = f"topic {self.topic_ref} of session" if self.topic_ref else "session"
+        return f"{what} {self.session_ref} deleted by {self.get_via_display().lower()}"

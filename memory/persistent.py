@@ -1,11 +1,14 @@
 """Persistent memory: the block of promoted and deprecated topics every session sees.
 
 What is in it. For the (agent, user, organization) scope: one line per promoted topic,
-``<title>: <summary>``, and one ``[DEPRECATED] <title>`` line (title only, no summary)
-per deprecated topic, oldest first by ``Topic.memory_changed_at``. The entries are capped
-at ``Agent.memory_token_budget`` approximate tokens with FIFO truncation: the oldest
-entries are dropped first and reported as dropped. The budget counts the entry lines;
-the block's short fixed header is not counted.
+``[#<id>] <title>: <summary>``, and one ``[#<id>] [DEPRECATED] <title>`` line (title
+only, no summary) per deprecated topic, oldest first by ``Topic.memory_changed_at``.
+The entries are capped at ``Agent.memory_token_budget`` approximate tokens with FIFO
+truncation: the oldest entries are dropped first and reported as dropped. The budget
+counts the entry lines; the block's short fixed header is not counted. ``[#<id>]`` is
+the topic's id, the name the agent gives ``manage_topic_memory`` to curate an entry (a
+few tokens, and stable: it never changes while the topic exists, so it costs the prefix
+cache nothing).
 
 The current session's own topics are left out of the block it sees. They are already in
 that session's semi-stable "earlier topics" part (summaries, or ``[DEPRECATED]`` titles),
@@ -42,8 +45,14 @@ DEPRECATED_PREFIX = "[DEPRECATED] "
 MEMORY_HEADER = (
     "## Persistent memory\n"
     "What you were asked to remember from earlier sessions, oldest first. "
-    "[DEPRECATED] marks a decision that was reversed: do not rely on it."
+    "[DEPRECATED] marks a decision that was reversed: do not rely on it. "
+    "[#N] is the topic's id for manage_topic_memory."
 )
+
+
+def topic_ref(topic_id: int) -> str:
+    """How the memory blocks name a topic for the agent: ``[#7]``."""
+    return f"[#{topic_id}]"
 
 
 @dataclass(frozen=True)
@@ -57,9 +66,10 @@ class MemoryEntry:
 
     @property
     def line(self) -> str:
+        ref = topic_ref(self.topic_id)
         if self.deprecated:
-            return f"{DEPRECATED_PREFIX}{self.title}"
-        return f"{self.title}: {self.summary}" if self.summary else self.title
+            return f"{ref} {DEPRECATED_PREFIX}{self.title}"
+        return f"{ref} {self.title}: {self.summary}" if self.summary else f"{ref} {self.title}"
 
 
 @dataclass(frozen=True)

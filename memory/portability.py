@@ -37,6 +37,7 @@ _TOPIC_FLAGS = (
     "keep_in_memory_manually_set",
     "deprecated",
     "deprecated_manually_set",
+    "summary_manually_set",  # the title and summary are the user's correction
 )
 _TOPIC_DATES = ("created_at", "closed_at", "summarized_at", "memory_changed_at")
 
@@ -333,6 +334,9 @@ def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:
                 counts["messages_created"] += _create_messages(topic, topic_doc["messages"])
         elif _update_topic(topic, topic_doc):
             counts["topics_updated"] += 1
+        if topic.summary_manually_set:
+            # The correction covers the topic's messages as imported (memory/curation.py).
+            Topic.objects.filter(pk=topic.pk).update(summarized_through_seq=topic.last_seq())
     if not session.topics.filter(is_active=True).exists():
         # Every session has one active topic; a memory-only session gets an empty one.
         Topic.objects.create(session=session, origin=Topic.Origin.USER)

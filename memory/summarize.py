@@ -9,7 +9,8 @@ plain transcript and the topic's active notes, in one of two forms:
   whole topic;
 * **full**: the topic's whole history, for a topic with no usable summary (none yet, a
   fallback, or one that covers messages a fork is moving away), or every time it fits the
-  budget when ``SUMMARY_INCREMENTAL`` is off.
+  budget when ``SUMMARY_INCREMENTAL`` is off (except for a summary the user corrected,
+  which is always built on).
 
 Either way the call stays under ``SUMMARY_INPUT_TOKEN_BUDGET`` (approximate tokens): tool
 results, tool arguments and very long messages are clipped, the previous summary and the
@@ -29,6 +30,8 @@ The answer is trusted only as far as the specification allows:
   deterministic fallback built from the first user message, which never promotes and is
   recorded as such (``Topic.summary_is_fallback``);
 * the user's manual keep-in-memory choice is never overridden (curation's guard).
+* the user's edited title and summary are kept until the topic has a new message, and
+  are then the previous summary the next one builds on.
 
 No model call under a lock. Computing a summary (a model call, seconds) and applying it
 (a short locked write) are separate steps: :func:`prepare_summary` runs with no lock held,
@@ -295,7 +298,10 @@ def generate_summary(
         previous = previous_summary(topic, before_seq=before_seq)
     through = messages[-1].seq if messages else 0
     call = None
-    if previous is None or not settings.SUMMARY_INCREMENTAL:
+    # The user's correction is always built on, whatever the policy: a full call would
+    # write over it.
+    corrected = previous is not None and topic.summary_manually_set
+    if previous is None or not (settings.SUMMARY_INCREMENTAL or corrected):
         call = summary_input(messages=messages, notes=notes)
     if previous is not None and (call is None or call.omitted):
         # Build on the previous summary (always, or when the whole history is too long).
@@ -503,6 +509,10 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
     """Write title, summary, flag and what the summary covers; True when any of the first
     three changed. A kept summary (a failed call, nothing new) writes nothing.
 
+    A title and summary the user edited stay as they are while the topic has no message
+    newer than the edit (``Topic.edit_stands``); once it has, the new summary replaces
+    them (the summary call starts from the user's text as the previous summary).
+
     The caller holds the topic row (select_for_update, with its session loaded) inside its
     transaction, and publishes the topic.updated event once the topic is in its final
     state. The flag goes through curation (audit row, cache invalidation, the user guard);
@@ -511,21 +521,27 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
     """
     if summary.kept:
         return False
-    text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
-    topic.title = summary.title
-    topic.summary = summary.summary
-    topic.summary_is_fallback = summary.fallback
-    topic.summarized_through_seq = summary.through_seq
-    topic.summarized_at = timezone.now()
-    topic.save(
-        update_fields=[
-            "title",
-            "summary",
-            "summary_is_fallback",
-            "summarized_through_seq",
-            "summarized_at",
-        ]
-    )
+    if topic.edit_stands:
+        # The user's correction of these very messages wins; only the flag is the model's.
+        text_changed = False
+    else:
+        text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
+        topic.title = summary.title
+        topic.summary = summary.summary
+        topic.summary_is_fallback = summary.fallback
+        topic.summarized_through_seq = summary.through_seq
+        topic.summary_manually_set = False
+        topic.summarized_at = timezone.now()
+        topic.save(
+            update_fields=[
+                "title",
+                "summary",
+                "summary_is_fallback",
+                "summarized_through_seq",
+                "summary_manually_set",
+                "summarized_at",
+            ]
+        )
     if text_changed and (topic.keep_in_memory or topic.deprecated):
         invalidate_persistent_memory(topic.session.memory_scope_key)
     before = topic.keep_in_memory

@@ -5,11 +5,13 @@ tool source (MCP): a built-in name always wins. Every result, success or error, 
 JSON string stored as a ``tool`` message in the active topic's thread, so the model
 reasons over what it just did and the summary of the topic covers it.
 
-A tool only ever reaches the caller's own scope: topics of the same session, the facts
-of the session's (user, agent, organization), and only while the session's user may still
-reach it (``Session.objects.owned_by``: a member of its organization, active); a call
-after access ended is refused and changes nothing. A topic id from another session or another
-user gets the same refusal as an id that does not exist, so nothing about it leaks. Bad
+A tool only ever reaches the caller's own scope, and only while the session's user may
+still reach it (``Session.objects.owned_by``: a member of its organization, active); a call
+after access ended is refused and changes nothing. ``notes`` reaches the topics of the
+same session, ``manage_topic_memory`` the topics of the session's (agent, user,
+organization) scope (the memory blocks name them ``[#id]``), ``important_info`` the facts
+of that scope. A topic id outside that reach gets the same refusal as an id that does not
+exist, so nothing about it leaks. Bad
 input (unknown tool, invalid JSON, a missing or wrong field) becomes an error result the
 model can read and correct; it never raises and never kills the turn.
 """
@@ -45,8 +47,8 @@ TOOL_SUMMARIES: dict[str, str] = {
     "topic_id of this session), update replaces it all.",
     "important_info": "durable facts kept across every session: $set key/value, "
     "read (all or one key), $unset key.",
-    "manage_topic_memory": "promote, demote or deprecate a topic of this session in "
-    "cross-session memory; a user's choice cannot be overridden.",
+    "manage_topic_memory": "promote, demote or deprecate a topic ([#id] in the memory "
+    "blocks) in cross-session memory; a user's choice cannot be overridden.",
 }
 
 _SCHEMAS: dict[str, dict] = {
@@ -100,8 +102,10 @@ _SCHEMAS: dict[str, dict] = {
             "Curate cross-session memory. promote: this topic's summary is remembered in "
             "every future session. demote: it is no longer remembered. deprecate: the "
             "decision it holds was reversed; only its title stays, flagged [DEPRECATED]. "
-            "Acts on the current topic, or on another topic of this session given its "
-            "topic_id. Once the user has chosen for a topic, their choice stands."
+            "Acts on the current topic, or on any earlier topic of yours with this user, "
+            "this session's or an earlier session's, given its topic_id (the N of [#N] in "
+            "the persistent-memory and earlier-topics blocks). Once the user has chosen "
+            "for a topic, their choice stands: you cannot deprecate it then."
         ),
         "parameters": {
             "type": "object",
@@ -109,7 +113,7 @@ _SCHEMAS: dict[str, dict] = {
                 "action": {"type": "string", "enum": ["promote", "demote", "deprecate"]},
                 "topic_id": {
                     "type": "integer",
-                    "description": "A topic of this session (default: the current topic).",
+                    "description": "The N of a topic's [#N] (default: the current topic).",
                 },
             },
             "required": ["action"],
@@ -284,10 +288,10 @@ def _manage_topic_memory(session: Session, arguments: dict) -> dict[str, Any]:
         raise ToolError("action is required: one of promote, demote, deprecate")
     topic = _active_topic(session)
     if arguments.get("topic_id") is not None:
-        topic = _own_topic(session, arguments["topic_id"])
+        topic = _scope_topic(session, arguments["topic_id"])
     # The guard's refusal (CurationRefused) reaches the model word for word.
     decision = do_agent_curation(topic=topic, action=action)
-    topic.refresh_from_db(fields=["keep_in_memory", "deprecated"])
+    topic.refresh_from_db(fields=["keep_in_memory", "deprecated", "title"])
     return {
         "ok": True,
         "topic_id": topic.pk,
@@ -327,14 +331,39 @@ def _active_topic(session: Session) -> Topic:
 
 def _own_topic(session: Session, topic_id: object) -> Topic:
     """A topic of this session, or the same refusal whether the id exists or not."""
-    if isinstance(topic_id, str) and topic_id.strip().isdigit():
-        topic_id = int(topic_id)
-    if isinstance(topic_id, bool) or not isinstance(topic_id, int):
-        raise ToolError("topic_id must be an integer")
+    topic_id = _topic_id(topic_id)
     topic = Topic.objects.filter(pk=topic_id, session_id=session.pk).first()
     if topic is None:
         raise ToolError(f"topic {topic_id} is not a topic of this session")
     return topic
+
+
+def _scope_topic(session: Session, topic_id: object) -> Topic:
+    """A topic of the session's (agent, user, organization) scope, any of its sessions;
+    the same refusal whether the id exists or not."""
+    topic_id = _topic_id(topic_id)
+    topic = (
+        Topic.objects.owned_by(session.user)
+        .in_scope(
+            agent_id=session.agent_id,
+            user_id=session.user_id,
+            organization_id=session.organization_id,
+        )
+        .filter(pk=topic_id)
+        .first()
+    )
+    if topic is None:
+        raise ToolError(f"topic {topic_id} is not one of your topics with this user")
+    return topic
+
+
+def _topic_id(raw: object) -> int:
+    """An integer id; "7" and "#7" (as the blocks print it) are accepted too."""
+    if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
+        raw = int(raw.strip().lstrip("#"))
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ToolError("topic_id must be an integer")
+    return raw
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -76,6 +76,25 @@ def charlie(db):
     return make_user("charlie")
 
 
+def logged_in(user):
+    """A test client with ``user`` logged in."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def as_alice(alice):
+    return logged_in(alice)
+
+
+@pytest.fixture
+def as_bob(bob):
+    return logged_in(bob)
+
+
 @pytest.fixture
 def session(alice, agent) -> Session:
     return Session.objects.start(user=alice, agent=agent)

@@ -21,13 +21,15 @@ def add_topic(
     keep: bool = False,
     deprecated: bool = False,
     age_days: int | None = None,
+    messages: int = 0,
 ) -> Topic:
-    """An earlier (inactive) topic of ``session``; ``age_days`` orders memory entries."""
+    """An earlier (inactive) topic of ``session`` with ``messages`` messages (only a topic
+    with messages may enter memory); ``age_days`` orders memory entries."""
     in_memory = keep or deprecated
     changed_at = None
     if in_memory:
         changed_at = _EPOCH + timedelta(days=365 - (age_days if age_days is not None else 0))
-    return Topic.objects.create(
+    topic = Topic.objects.create(
         session=session,
         title=title,
         summary=summary,
@@ -37,6 +39,9 @@ def add_topic(
         is_active=False,
         origin=Topic.Origin.USER,
     )
+    if messages:
+        add_messages(session, messages, topic=topic, prefix=f"{title}: ")
+    return topic
 
 
 def add_messages(

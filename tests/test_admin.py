@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 
 from memory.context import assemble_context
+from memory.deletion import do_delete_session
 from memory.models import ImportantInfo, MemoryDecision, Notes, Session, Topic
 from memory.persistent import get_persistent_memory
 from tests.memory_builders import add_topic
@@ -27,6 +28,8 @@ def history(session, alice):
         user=alice, agent=session.agent, organization=session.organization, data={"db": "pg"}
     )
     MemoryDecision.objects.create(topic=topic, actor="user", from_state="none", to_state="promoted")
+    gone = Session.objects.start(user=alice, agent=session.agent)
+    do_delete_session(session=gone, deleted_by=alice)
     return topic
 
 

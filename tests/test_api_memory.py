@@ -5,8 +5,8 @@ import json
 import pytest
 
 from memory.facts import read_facts, set_fact
-from memory.models import Agent, MemoryDecision, Notes, Session
-from tests.memory_builders import add_topic
+from memory.models import Agent, MemoryDecision, Notes, Session, Topic
+from tests.memory_builders import add_messages, add_topic
 
 
 @pytest.fixture
@@ -30,6 +30,8 @@ def put(client, url, body):
 
 def test_the_user_cycles_a_topic_through_the_three_states_and_each_is_manual(as_alice, session):
     topic = session.active_topic()
+    Topic.objects.filter(pk=topic.pk).update(title="Ledger", summary="On PostgreSQL.")
+    add_messages(session, 2)
     url = f"/agents-api/topics/{topic.pk}/memory"
 
     promoted = put(as_alice, url, {"state": "promoted"})

@@ -355,3 +355,29 @@ async def test_mcp_tools_work_from_the_turns_worker_thread(
     assert json.loads(results[2]["content"]) == {"result": "echo: over the socket"}
     assert events[-1]["ok"] is True
     await socket.disconnect()
+
+
+async def test_deleting_a_topic_then_the_session_tells_the_open_sockets_and_closes_them(
+    alice, session
+):
+    from memory.deletion import do_delete_session, do_delete_topic
+    from tests.memory_builders import add_topic
+
+    earlier = await database_sync_to_async(add_topic)(session, title="Old", messages=2)
+    socket = await connected_socket(alice, session.pk)
+
+    await database_sync_to_async(do_delete_topic)(topic=earlier, deleted_by=alice)
+    assert await socket.receive_json_from(timeout=TIMEOUT) == {
+        "type": "topic.deleted",
+        "topic_id": earlier.pk,
+    }
+    await database_sync_to_async(do_delete_session)(session=session, deleted_by=alice)
+    assert await socket.receive_json_from(timeout=TIMEOUT) == {
+        "type": "session.deleted",
+        "session_id": session.pk,
+    }
+    assert await socket.receive_output(timeout=TIMEOUT) == {
+        "type": "websocket.close",
+        "code": CLOSE_FORBIDDEN,
+    }
+    await socket.disconnect(timeout=1)

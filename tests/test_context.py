@@ -7,7 +7,7 @@ import pytest
 from memory.context import assemble_context, render_window
 from memory.curation import do_agent_curation, do_user_curation
 from memory.facts import set_fact, unset_fact
-from memory.models import MemoryState, Message, Notes, Session
+from memory.models import MemoryState, Message, Notes, Session, Topic
 from memory.notes import append_notes
 from tests.conftest import make_user
 from tests.memory_builders import (
@@ -147,7 +147,7 @@ def _call(call_id, name):
 
 def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice):
     topic = session.active_topic()
-    add_topic(session, title="Lunch", summary="Chose the noodle place.")
+    lunch = add_topic(session, title="Lunch", summary="Chose the noodle place.")
     append_notes(topic=topic, text="Decided: Postgres.")
     set_fact(user=alice, agent=agent, key="city", value="Lyon")
     Session.objects.filter(pk=session.pk).update(drift_result="continuing: Ledger")
@@ -162,7 +162,7 @@ def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice)
     assert "- city: Lyon" in stable["content"]
     assert "continuing: Ledger" in stable["content"]
     assert semi["content"].index("Decided: Postgres.") < semi["content"].index(
-        "- Lunch: Chose the noodle place."
+        f"- [#{lunch.pk}] Lunch: Chose the noodle place."
     )
     assert [m["content"] for m in thread] == ["m1", "m2"]
     assert working["content"] == "Plan: answer briefly."
@@ -198,16 +198,16 @@ def test_archived_notes_are_not_injected(session):
 
 
 def test_prior_topics_are_this_sessions_summaries_in_order_deprecated_by_title_only(session):
-    add_topic(session, title="First", summary="One.")
+    first = add_topic(session, title="First", summary="One.")
     add_topic(session, title="Untold", summary="")
-    add_topic(session, title="Reversed", summary="We picked MySQL.", deprecated=True)
-    add_topic(session, title="Third", summary="Three.", keep=True)
+    reversed_ = add_topic(session, title="Reversed", summary="We picked MySQL.", deprecated=True)
+    third = add_topic(session, title="Third", summary="Three.", keep=True)
     semi = assemble_context(session=session).layer("semi_stable")
     prior = next(part for part in semi.parts if part.name == "prior_topics")
     assert prior.text.splitlines()[1:] == [
-        "- First: One.",
-        "- [DEPRECATED] Reversed",
-        "- Third: Three.",
+        f"- [#{first.pk}] First: One.",
+        f"- [#{reversed_.pk}] [DEPRECATED] Reversed",
+        f"- [#{third.pk}] Third: Three.",
     ]
     assert "MySQL" not in prior.text
 
@@ -260,7 +260,7 @@ def test_the_stable_prefix_is_byte_identical_across_turns_with_nothing_changed(
 
 def test_the_stable_prefix_changes_after_a_promotion_in_another_session(session, agent, alice):
     other = Session.objects.start(user=alice, agent=agent)
-    topic = add_topic(other, title="Billing", summary="Stripe, monthly.")
+    topic = add_topic(other, title="Billing", summary="Stripe, monthly.", messages=2)
     before = stable_text(session)
     do_agent_curation(topic=topic, action="promote")
     after = stable_text(session)
@@ -269,7 +269,7 @@ def test_the_stable_prefix_changes_after_a_promotion_in_another_session(session,
 
 def test_the_stable_prefix_changes_after_a_deprecation(session, agent, alice):
     other = Session.objects.start(user=alice, agent=agent)
-    topic = add_topic(other, title="Billing", summary="Stripe, monthly.", keep=True)
+    topic = add_topic(other, title="Billing", summary="Stripe, monthly.", keep=True, messages=2)
     before = stable_text(session)
     do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
     after = stable_text(session)
@@ -288,9 +288,11 @@ def test_the_stable_prefix_changes_after_a_fact_is_set_or_unset(session, agent, 
 
 def test_a_promotion_in_this_session_leaves_its_own_stable_prefix_alone(session):
     add_messages(session, 6)
-    earlier = add_topic(session, title="Earlier", summary="Kept.")
+    earlier = add_topic(session, title="Earlier", summary="Kept.", messages=2)
+    active = session.active_topic()
+    Topic.objects.filter(pk=active.pk).update(title="Now", summary="Now.")
     before = stable_text(session)
-    do_agent_curation(topic=session.active_topic(), action="promote")
+    do_agent_curation(topic=active, action="promote")
     do_agent_curation(topic=earlier, action="promote")
     assert stable_text(session) == before
 
@@ -321,15 +323,18 @@ def test_another_users_facts_and_memory_never_reach_the_stack(session, agent, or
 
 def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(session, settings):
     settings.EARLIER_TOPICS_TOKEN_BUDGET = 100
-    for i in range(500):
+    topics = [
         add_topic(session, title=f"Topic {i}", summary=f"Decision {i}: " + "x" * 40)
+        for i in range(500)
+    ]
 
     stack = assemble_context(session=session)
 
     block = stack.layer("semi_stable").text
     part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
     lines = [line for line in block.splitlines() if line.startswith("- ")]
-    assert lines[-1].startswith("- Topic 499: Decision 499")  # the newest always stays
+    newest = topics[-1].pk
+    assert lines[-1].startswith(f"- [#{newest}] Topic 499: Decision 499")  # always stays
     assert sum(len(line) // 4 + 1 for line in lines) <= 100
     kept = len(lines)
     assert 0 < kept < 500
@@ -339,10 +344,11 @@ def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(sessio
 
 
 def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(session):
-    add_topic(session, title="Lunch", summary="Was about lunch.")
-    add_topic(session, title="Old plan", deprecated=True)
+    lunch = add_topic(session, title="Lunch", summary="Was about lunch.")
+    old = add_topic(session, title="Old plan", deprecated=True)
 
     stack = assemble_context(session=session)
 
-    assert "- Lunch: Was about lunch.\n- [DEPRECATED] Old plan" in stack.messages[1]["content"]
+    expected = f"- [#{lunch.pk}] Lunch: Was about lunch.\n- [#{old.pk}] [DEPRECATED] Old plan"
+    assert expected in stack.messages[1]["content"]
     assert stack.dropped_earlier_topics == ()

@@ -13,13 +13,16 @@ from memory.curation import (
 )
 from memory.models import MemoryDecision, MemoryState
 from memory.persistent import memory_cache_key
+from tests.memory_builders import add_messages
 
 
 @pytest.fixture
 def topic(session):
     topic = session.active_topic()
     topic.title = "Ledger database"
+    topic.summary = "Ledger on PostgreSQL."
     topic.save()
+    add_messages(session, 2)  # only a topic with messages may enter memory
     return topic
 
 

@@ -31,20 +31,23 @@ def memory_text(session):
 
 
 def test_promoted_topics_show_their_summary_and_deprecated_ones_only_their_title(session, earlier):
-    add_topic(earlier, title="Stack", summary="Django + Postgres.", keep=True, age_days=3)
-    add_topic(earlier, title="Old DB", summary="We chose MySQL.", deprecated=True, age_days=2)
+    stack = add_topic(earlier, title="Stack", summary="Django + Postgres.", keep=True, age_days=3)
+    old = add_topic(earlier, title="Old DB", summary="We chose MySQL.", deprecated=True, age_days=2)
     add_topic(earlier, title="Chatter", summary="Small talk.")
     block = get_persistent_memory(session=session)
-    assert block.text.splitlines()[2:] == ["Stack: Django + Postgres.", "[DEPRECATED] Old DB"]
+    assert block.text.splitlines()[2:] == [
+        f"[#{stack.pk}] Stack: Django + Postgres.",
+        f"[#{old.pk}] [DEPRECATED] Old DB",
+    ]
     assert "MySQL" not in block.text and "Small talk" not in block.text
     deprecated = block.entries[1]
     assert deprecated.deprecated and deprecated.summary == ""
 
 
 def test_a_deprecated_topic_that_was_also_promoted_shows_no_summary(session, earlier, alice):
-    topic = add_topic(earlier, title="Pricing", summary="Flat fee.", keep=True)
+    topic = add_topic(earlier, title="Pricing", summary="Flat fee.", keep=True, messages=2)
     do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
-    assert memory_text(session).splitlines()[2:] == ["[DEPRECATED] Pricing"]
+    assert memory_text(session).splitlines()[2:] == [f"[#{topic.pk}] [DEPRECATED] Pricing"]
 
 
 def test_entries_are_ordered_oldest_first_by_when_they_entered_memory(session, earlier):
@@ -59,9 +62,11 @@ def test_entries_are_ordered_oldest_first_by_when_they_entered_memory(session, e
 
 
 def test_the_budget_drops_the_oldest_entries_first_and_reports_them(session, earlier, agent):
-    for age, title in [(40, "A"), (30, "B"), (20, "C"), (10, "D")]:
+    topics = [
         add_topic(earlier, title=title, summary="x" * 38, keep=True, age_days=age)
-    line_tokens = estimate_tokens("A: " + "x" * 38)  # 11
+        for age, title in [(40, "A"), (30, "B"), (20, "C"), (10, "D")]
+    ]
+    line_tokens = max(estimate_tokens(f"[#{t.pk}] {t.title}: {t.summary}") for t in topics)
     Agent.objects.filter(pk=agent.pk).update(memory_token_budget=2 * line_tokens + 1)
     session.agent.refresh_from_db()
     block = get_persistent_memory(session=session)
@@ -158,7 +163,7 @@ def test_the_second_assembly_reads_memory_from_the_cache(session, earlier):
     ],
 )
 def test_the_very_next_assembly_shows_a_curation_change(session, earlier, start, action, shown):
-    topic = add_topic(earlier, title="Billing", summary="Stripe.", **start)
+    topic = add_topic(earlier, title="Billing", summary="Stripe.", messages=2, **start)
     before = assemble_context(session=session).messages[0]["content"]
     assert cache.get(memory_cache_key(session.memory_scope_key)) is not None
     do_agent_curation(topic=topic, action=action)

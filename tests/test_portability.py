@@ -257,3 +257,22 @@ def test_the_admin_action_downloads_the_scope(client, alice, agent, remembered):
     )
     assert response.status_code == 200
     assert json.loads(response.content)["facts"]["editor"] == "helix"
+
+
+def test_a_users_correction_travels_and_still_stands_after_import(alice, agent, remembered):
+    from memory.curation import do_user_edit_topic
+
+    first, _ = remembered
+    topic = first.topics.get(title="Database choice")
+    do_user_edit_topic(topic=topic, user=alice, summary="DB: PostgreSQL 16 (JSON, FTS).")
+    document = export_memory(user=alice, agent=agent, include_sessions=True)
+    topics = [t for session in document["sessions"] for t in session["topics"]]
+    [exported] = [t for t in topics if t["uid"] == str(topic.uid)]
+    assert exported["summary_manually_set"] is True
+    Session.objects.filter(user=alice).delete()
+
+    import_memory(user=alice, agent=agent, document=json.loads(json.dumps(document)))
+
+    imported = Topic.objects.get(uid=topic.uid)
+    assert imported.summary == "DB: PostgreSQL 16 (JSON, FTS)." and imported.summary_manually_set
+    assert imported.edit_stands  # covers the imported messages: a summary of them keeps it

@@ -62,7 +62,9 @@ def test_a_good_summary_survives_a_failed_refresh(fake_openai, session, agent, a
     assert topic.summary_is_fallback is False
     assert topic.summarized_through_seq == 6  # the failed call covered nothing
     other = Session.objects.start(user=alice, agent=agent)
-    assert get_persistent_memory(session=other).entries[0].line == "Balcony garden: Good summary"
+    assert get_persistent_memory(session=other).entries[0].line == (
+        f"[#{topic.pk}] Balcony garden: Good summary"
+    )
 
     # The next refresh sends what the failed one could not.
     say(session, "user", "And chives?")

@@ -4,15 +4,20 @@ import json
 
 import pytest
 
-from memory.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
+from memory.constants import (
+    DEPRECATED_GUARD_ERROR,
+    KEEP_IN_MEMORY_GUARD_ERROR,
+    USER_POSITION_GUARD_ERROR,
+)
+from memory.context import assemble_context
 from memory.curation import do_agent_curation, do_user_curation
 from memory.facts import read_facts, set_fact
 from memory.llm import ToolCall
-from memory.models import MemoryDecision, MemoryState, Message, Notes, Session
+from memory.models import Agent, MemoryDecision, MemoryState, Message, Notes, Session
 from memory.notes import append_notes, read_notes
 from memory.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas, dispatch_tool_calls
 from tests.conftest import make_user
-from tests.memory_builders import add_topic
+from tests.memory_builders import add_messages, add_topic
 
 
 def call(name, arguments=None, *, raw=None, call_id="call-1"):
@@ -36,7 +41,9 @@ def refreshed(topic):
 
 @pytest.fixture
 def topic(session):
-    return session.active_topic()
+    topic = session.active_topic()
+    add_messages(session, 2, topic=topic)  # only a topic with messages may enter memory
+    return topic
 
 
 @pytest.fixture
@@ -46,6 +53,20 @@ def stranger_topics(agent, organization, alice):
     bobs = add_topic(Session.objects.start(user=bob, agent=agent), title="Bob's", summary="s")
     alices_other = add_topic(Session.objects.start(user=alice, agent=agent), title="Other")
     return [bobs, alices_other]
+
+
+@pytest.fixture
+def out_of_scope_topics(agent, organization, alice):
+    """Topics outside alice's scope with ``agent``: bob's, and alice's with another agent."""
+    bob = make_user("bob", organization)
+    bobs = add_topic(
+        Session.objects.start(user=bob, agent=agent), title="Bob's", summary="s", messages=2
+    )
+    other_agent = Agent.objects.create(organization=organization, name="Other", soul="x")
+    alices = add_topic(
+        Session.objects.start(user=alice, agent=other_agent), title="Hers", messages=2
+    )
+    return [bobs, alices]
 
 
 # --- the schemas -------------------------------------------------------------------------
@@ -84,7 +105,7 @@ def test_results_are_stored_as_tool_messages_in_the_active_topic_in_order(sessio
             call("important_info", {"operation": "read"}, call_id="c2"),
         ],
     )
-    stored = list(Message.objects.filter(session=session).order_by("seq"))
+    stored = list(Message.objects.filter(session=session, role="tool").order_by("seq"))
     assert stored == messages
     assert [(m.role, m.tool_call_id, m.tool_name, m.topic_id) for m in stored] == [
         ("tool", "c1", "notes", topic.pk),
@@ -262,7 +283,7 @@ def test_the_agent_curates_the_current_topic_by_default(session, topic, action, 
     assert result == {
         "ok": True,
         "topic_id": topic.pk,
-        "title": topic.title,
+        "title": "m1",  # summarized first (the offline model's fallback): never untitled
         "memory_state": state,
         "changed": True,
     }
@@ -328,8 +349,6 @@ def test_the_agent_can_never_undeprecate(session, topic, action):
         ("notes", {"operation": "read"}),
         ("notes", {"operation": "$set", "content": "x"}),
         ("notes", {"operation": "update", "content": "x"}),
-        ("manage_topic_memory", {"action": "promote"}),
-        ("manage_topic_memory", {"action": "deprecate"}),
     ],
 )
 def test_a_strangers_topic_id_is_refused_and_never_read(session, stranger_topics, name, arguments):
@@ -344,6 +363,56 @@ def test_a_strangers_topic_id_is_refused_and_never_read(session, stranger_topics
         assert stranger.memory_state == MemoryState.NONE
         assert read_notes(topic=stranger) == "private notes"
     assert not MemoryDecision.objects.exists()
+
+
+@pytest.mark.parametrize("action", ["promote", "demote", "deprecate"])
+def test_manage_topic_memory_refuses_a_topic_outside_the_scope(
+    session, out_of_scope_topics, action
+):
+    for stranger in out_of_scope_topics:
+        do_agent_curation(topic=stranger, action="promote")  # so that demote would change it
+    MemoryDecision.objects.all().delete()
+    missing_id = max(t.pk for t in out_of_scope_topics) + 1000
+    for topic_id in [*(t.pk for t in out_of_scope_topics), missing_id]:
+        result = run(session, "manage_topic_memory", {"action": action, "topic_id": topic_id})
+        assert result == {"error": f"topic {topic_id} is not one of your topics with this user"}
+    for stranger in out_of_scope_topics:
+        assert refreshed(stranger).memory_state == MemoryState.PROMOTED
+    assert not MemoryDecision.objects.exists()
+
+
+def test_the_agent_deprecates_a_topic_of_an_earlier_session_by_id(session, alice, agent):
+    """The memory block names the earlier session's topic [#id]; the agent deprecates it."""
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    db_choice = add_topic(
+        earlier_session, title="DB choice", summary="We chose MySQL.", keep=True, messages=2
+    )
+    memory = assemble_context(session=session).layer("stable").text
+    assert f"[#{db_choice.pk}] DB choice: We chose MySQL." in memory
+
+    result = run(session, "manage_topic_memory", {"action": "deprecate", "topic_id": db_choice.pk})
+
+    assert result["ok"] is True and result["memory_state"] == "deprecated"
+    memory = assemble_context(session=session).layer("stable").text
+    assert f"[#{db_choice.pk}] [DEPRECATED] DB choice" in memory and "MySQL" not in memory
+    decision = MemoryDecision.objects.get(topic=db_choice)
+    assert (decision.actor, decision.to_state) == ("agent", "deprecated")
+
+
+@pytest.mark.parametrize("user_state", [MemoryState.PROMOTED, MemoryState.NONE])
+def test_the_agents_deprecate_of_a_topic_the_user_decided_on_is_refused(
+    session, alice, agent, user_state
+):
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    decided = add_topic(earlier_session, title="Stack", summary="Django.", keep=True, messages=2)
+    do_user_curation(topic=decided, state=user_state, user=alice)
+
+    result = run(session, "manage_topic_memory", {"action": "deprecate", "topic_id": decided.pk})
+
+    assert result == {"error": USER_POSITION_GUARD_ERROR}
+    assert "brain icon" in result["error"]
+    assert refreshed(decided).memory_state == user_state
+    assert not MemoryDecision.objects.filter(actor="agent").exists()
 
 
 def test_important_info_refuses_a_topic_id_outright(session, stranger_topics):

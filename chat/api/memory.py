@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
 from chat.api.serializers import DetailSerializer
-from memory.curation import do_user_curation
+from memory.curation import CurationRefused, do_user_curation
 from memory.events import topic_payload
 from memory.facts import FactError, check_fact_key, read_facts, set_fact, unset_fact
 from memory.models import MemoryState
@@ -55,6 +55,7 @@ class TopicPayloadSerializer(serializers.Serializer):
     memory_state = serializers.ChoiceField(choices=MemoryState.choices)
     keep_in_memory_manually_set = serializers.BooleanField()
     deprecated_manually_set = serializers.BooleanField()
+    summary_manually_set = serializers.BooleanField(help_text="The user edited the text.")
     is_active = serializers.BooleanField()
     origin = serializers.CharField()
 
@@ -107,13 +108,17 @@ class NotesSerializer(serializers.Serializer):
 @api_view(["PUT", "PATCH"])
 def topic_memory(request: Request, topic_id: int) -> Response:
     """The user's choice sticks against the agent and the summarizer (the manual flags);
-    the answer is the topic as it now is."""
+    the answer is the topic as it now is. A topic without a summary is summarized first
+    (it enters memory titled); a topic without messages cannot enter memory (400)."""
     topic = owned_topic_or_404(request.user, topic_id)
     form = MemoryStateSerializer(data=request.data)
     form.is_valid(raise_exception=True)
-    do_user_curation(
-        topic=topic, state=MemoryState(form.validated_data["state"]), user=request.user
-    )
+    try:
+        do_user_curation(
+            topic=topic, state=MemoryState(form.validated_data["state"]), user=request.user
+        )
+    except CurationRefused as refused:  # an empty topic: nothing to remember
+        return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
     topic.refresh_from_db()
     return Response(topic_payload(topic))
 

@@ -92,12 +92,25 @@ class TopicSerializer(serializers.ModelSerializer):
             "memory_state",
             "keep_in_memory_manually_set",
             "deprecated_manually_set",
+            "summary_manually_set",
             "is_active",
             "origin",
             "created_at",
             "closed_at",
         ]
         read_only_fields = fields
+
+
+class TopicEditSerializer(serializers.Serializer):
+    """A user's correction: either field, or both (memory/curation.py checks the text)."""
+
+    title = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+    summary = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError("send a title, a summary, or both")
+        return data
 
 
 class MessageSerializer(serializers.ModelSerializer):

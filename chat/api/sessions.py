@@ -25,17 +25,28 @@ from chat.api.serializers import (
     SessionDetailSerializer,
     SessionSerializer,
     StartSessionSerializer,
+    TopicEditSerializer,
     TopicSerializer,
     TurnFailedSerializer,
     TurnSerializer,
 )
-from chat.turn import ServerStopping, TurnBusy, TurnResult, do_new_topic, do_send_message
-from memory.models import Agent, Session
+from chat.turn import (
+    ServerStopping,
+    TurnBusy,
+    TurnResult,
+    do_delete_session_between_turns,
+    do_new_topic,
+    do_send_message,
+)
+from memory.curation import CurationRefused, do_user_edit_topic
+from memory.deletion import DeletionRefused, do_delete_topic
+from memory.models import Agent, Deletion, Session
 from memory.thread import usage_totals
 
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions.")
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
 _STOPPING = OpenApiResponse(DetailSerializer, description="The server is restarting; try again.")
+_DELETED = OpenApiResponse(description="Deleted, permanently.")
 
 
 def _busy() -> Response:
@@ -86,6 +97,23 @@ class SessionDetail(APIView):
     )
     def get(self, request: Request, session_id: int) -> Response:
         return Response(_session_detail(owned_session_or_404(request.user, session_id)))
+
+    @extend_schema(
+        responses={204: _DELETED, 404: _NOT_FOUND, 409: _BUSY},
+        summary="Delete a session permanently: its topics, messages and notes, and its "
+        "topics leave memory (an audit row without the content remains)",
+    )
+    def delete(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        try:
+            do_delete_session_between_turns(
+                session=session, deleted_by=request.user, via=Deletion.Via.USER
+            )
+        except TurnBusy:
+            return _busy()
+        except ServerStopping:
+            return _stopping()
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class SessionMessages(APIView):
@@ -141,6 +169,42 @@ class SessionTopics(APIView):
         return Response(TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
 
 
+class TopicDetail(APIView):
+    @extend_schema(responses={200: TopicSerializer, 404: _NOT_FOUND}, summary="A topic")
+    def get(self, request: Request, topic_id: int) -> Response:
+        return Response(TopicSerializer(owned_topic_or_404(request.user, topic_id)).data)
+
+    @extend_schema(
+        request=TopicEditSerializer,
+        responses={200: TopicSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
+        summary="Correct a topic's title and/or summary (kept until the topic has a new "
+        "message; the next summary builds on it)",
+    )
+    def patch(self, request: Request, topic_id: int) -> Response:
+        topic = owned_topic_or_404(request.user, topic_id)
+        form = TopicEditSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            do_user_edit_topic(topic=topic, user=request.user, **form.validated_data)
+        except CurationRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        topic.refresh_from_db()
+        return Response(TopicSerializer(topic).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: _DELETED, 404: _NOT_FOUND, 409: DetailSerializer},
+        summary="Delete a topic permanently (not the active one); it leaves memory",
+    )
+    def delete(self, request: Request, topic_id: int) -> Response:
+        topic = owned_topic_or_404(request.user, topic_id)
+        try:
+            do_delete_topic(topic=topic, deleted_by=request.user, via=Deletion.Via.USER)
+        except DeletionRefused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 class TopicMessages(APIView):
     @extend_schema(
         responses={200: MessageSerializer(many=True), 404: _NOT_FOUND},
@@ -189,5 +253,6 @@ urlpatterns = [
     path("sessions/<int:session_id>/", SessionDetail.as_view(), name="api-session"),
     path("sessions/<int:session_id>/messages", SessionMessages.as_view(), name="api-messages"),
     path("sessions/<int:session_id>/topics/", SessionTopics.as_view(), name="api-topics"),
+    path("topics/<int:topic_id>", TopicDetail.as_view(), name="api-topic"),
     path("topics/<int:topic_id>/messages", TopicMessages.as_view(), name="api-topic-messages"),
 ]

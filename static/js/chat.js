@@ -46,7 +46,7 @@
   });
   window.DriftlessLifecycle.installExitTriggers(evaluator);
 
-  const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id) });
+  const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id), onDeleted: topicDeleted });
   const thread = D.createThread({
     root: $("thread"),
     scroller: $("thread-scroll"),
@@ -60,7 +60,19 @@
     agentName,
     topicForNotes: () => viewedId,
     topicTitle: (id) => topics.title(id),
+    onOpenTopic: (id) => openTopic(id),
+    // An entry of this session changed in the memory panel: the topic list shows it too.
+    onTopicChanged: (payload, fromSession) => {
+      if (fromSession !== sessionId) return;
+      topics.upsert(payload);
+      if (payload.id === viewedId) $("conv-title").textContent = topics.title(payload.id);
+    },
   });
+
+  function topicDeleted(id) {
+    if (id === viewedId) reloadActive();
+    inspector.refresh("memory", "context");
+  }
 
   const normalize = (message) => ({ ...message, topic_id: message.topic_id !== undefined ? message.topic_id : message.topic });
 
@@ -201,6 +213,15 @@
       topics.upsert(topic);
       if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
       if (reason === "curation" || reason === "summary") inspector.refresh("memory");
+    },
+    "topic.deleted"({ topic_id: id }) {
+      if (!topics.get(id)) return; // this tab deleted it already
+      topics.remove(id);
+      topicDeleted(id);
+    },
+    "session.deleted"() {
+      D.toast("This session was deleted.");
+      setTimeout(() => location.assign("/"), 1500);
     },
     error({ code, message }) {
       const back = thread.takeBackPending();

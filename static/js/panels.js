@@ -34,7 +34,15 @@
     return el("section", { class: "panel-section" }, el("h3", {}, el("span", { text: title }), count === null ? null : el("span", { text: String(count) })), ...children);
   }
 
-  D.createInspector = function createInspector({ api, sessionId, agentName, topicForNotes, topicTitle }) {
+  // The brain in the memory panel: an entry is promoted or deprecated; a press moves it on
+  // as in the topic list (teal → red → gray), and a gray one leaves the panel.
+  const MEM_NEXT = { promoted: "deprecated", deprecated: "none" };
+  const MEM_STATE_TEXT = {
+    promoted: "Promoted: remembered in every session. Press to deprecate it.",
+    deprecated: "Deprecated: remembered as reversed, title only. Press to take it out of memory.",
+  };
+
+  D.createInspector = function createInspector({ api, sessionId, agentName, topicForNotes, topicTitle, onTopicChanged, onOpenTopic }) {
     const bodies = Object.fromEntries(TABS.map((name) => [name, document.getElementById(name + "-body")]));
     const tabs = Object.fromEntries(TABS.map((name) => [name, document.getElementById("tab-" + name)]));
     const panels = Object.fromEntries(TABS.map((name) => [name, document.getElementById("panel-" + name)]));
@@ -80,6 +88,83 @@
 
     // --- Memory -------------------------------------------------------------------------
 
+    /** One memory entry, from this session or another: its brain, an edit action, a link. */
+    function memItem(entry) {
+      const state = entry.deprecated ? "deprecated" : "promoted";
+      const topicUrl = "/sessions/" + entry.session_id + "/#topic-" + entry.topic_id; // as search links
+      const li = el("li", { class: "mem-item" + (entry.deprecated ? " is-deprecated" : ""), dataset: { topicId: String(entry.topic_id) } });
+      const brain = el(
+        "button",
+        { type: "button", class: "brain", "aria-label": "Memory: " + entry.title, title: MEM_STATE_TEXT[state], dataset: { state }, onclick: cycle },
+        icon("brain", "brain-icon")
+      );
+      const open = el(
+        "a",
+        {
+          href: topicUrl,
+          "aria-label": "Open the topic “" + entry.title + "”",
+          onclick: (event) => {
+            if (entry.session_id !== sessionId || !onOpenTopic) return; // another session: follow the link
+            event.preventDefault();
+            onOpenTopic(entry.topic_id);
+          },
+        },
+        "Open topic"
+      );
+      const view = () => {
+        const title = el(
+          "div",
+          { class: "mem-title" },
+          el("span", {}, (entry.deprecated ? "[DEPRECATED] " : "") + entry.title, " ", entry.session_id === sessionId ? el("span", { class: "badge", text: "this session" }) : null),
+          el("span", { class: "mem-tokens", text: number(entry.tokens) + " tok" })
+        );
+        const actions = el(
+          "div",
+          { class: "mem-actions" },
+          brain,
+          el("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": "Edit “" + entry.title + "”", onclick: edit }, icon("edit"), "Edit"),
+          open
+        );
+        li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, actions].filter(Boolean));
+      };
+      async function cycle() {
+        const next = MEM_NEXT[state];
+        brain.setAttribute("aria-busy", "true");
+        try {
+          const payload = await api.put("/agents-api/topics/" + entry.topic_id + "/memory", { state: next });
+          if (onTopicChanged) onTopicChanged(payload, entry.session_id);
+          D.announce("“" + entry.title + "”: " + (next === "none" ? "taken out of memory" : next));
+          load("memory");
+        } catch (err) {
+          brain.removeAttribute("aria-busy");
+          D.toast("Could not change the memory of “" + entry.title + "”: " + err.message);
+        }
+      }
+      async function edit() {
+        let topic;
+        try {
+          topic = await api.get("/agents-api/topics/" + entry.topic_id); // a deprecated entry shows no summary
+        } catch (err) {
+          D.toast("Could not open “" + entry.title + "” for editing: " + err.message);
+          return;
+        }
+        li.replaceChildren(
+          D.topicEditor({
+            api,
+            topic,
+            onSaved: (payload) => {
+              if (onTopicChanged) onTopicChanged(payload, entry.session_id);
+              D.announce("“" + payload.title + "” saved");
+              load("memory");
+            },
+            onCancel: view,
+          })
+        );
+      }
+      view();
+      return li;
+    }
+
     async function loadMemory() {
       const data = await api.get("/agents-api/sessions/" + sessionId + "/memory");
       const view = data.scope || data;
@@ -99,44 +184,14 @@
         ),
         el("div", { class: "meter-label" }, el("span", { text: number(used) + " of " + number(budget) + " tokens" }), el("span", { text: share + "% full" }))
       );
-      const thisSession = (entry) => (entry.session_id === sessionId ? el("span", { class: "badge", text: "this session" }) : null);
       const nodes = [section("Budget", null, meter)];
       if (!entries.length && !(view.dropped || []).length) {
         nodes.push(empty("Nothing in memory yet. Press a topic's brain icon to promote it, or let " + agentName + " promote what matters when it summarizes a topic."));
         return nodes;
       }
-      nodes.push(
-        section(
-          "Promoted",
-          promoted.length,
-          promoted.length
-            ? el(
-                "ul",
-                { class: "mem-list" },
-                promoted.map((entry) =>
-                  el(
-                    "li",
-                    { class: "mem-item" },
-                    el("div", { class: "mem-title" }, el("span", {}, entry.title, " ", thisSession(entry)), el("span", { class: "mem-tokens", text: number(entry.tokens) + " tok" })),
-                    entry.summary ? el("p", { text: entry.summary }) : null
-                  )
-                )
-              )
-            : empty("No promoted topics.")
-        )
-      );
+      nodes.push(section("Promoted", promoted.length, promoted.length ? el("ul", { class: "mem-list" }, promoted.map(memItem)) : empty("No promoted topics.")));
       if (deprecated.length) {
-        nodes.push(
-          section(
-            "Deprecated",
-            deprecated.length,
-            el(
-              "ul",
-              { class: "mem-list" },
-              deprecated.map((entry) => el("li", { class: "mem-dep" }, el("span", { class: "tag", text: "DEPRECATED" }), el("span", { class: "t", text: entry.title }), thisSession(entry)))
-            )
-          )
-        );
+        nodes.push(section("Deprecated", deprecated.length, el("ul", { class: "mem-list" }, deprecated.map(memItem))));
       }
       const dropped = view.dropped || [];
       if (dropped.length) {
@@ -145,7 +200,7 @@
             "Dropped by the budget",
             dropped.length,
             el("p", { class: "panel-intro", text: "Oldest first: these no longer fit and are not sent." }),
-            el("ul", { class: "dropped-list" }, dropped.map((entry) => el("li", { text: (entry.deprecated ? "[DEPRECATED] " : "") + entry.title + " · " + number(entry.tokens) + " tok" })))
+            el("ul", { class: "mem-list" }, dropped.map(memItem))
           )
         );
       }

@@ -26,7 +26,50 @@
   const SETTLE_MS = 1500;
   const CHANGED_TEXT = { none: "not in memory", promoted: "promoted to memory", deprecated: "deprecated" };
 
-  D.createTopics = function createTopics({ list, api, onOpen }) {
+  /**
+   * An inline form to correct a topic's title and summary (PATCH /agents-api/topics/<id>).
+   * The answer (the topic as it now is) goes to onSaved; Escape or Cancel to onCancel.
+   */
+  D.topicEditor = function topicEditor({ api, topic, onSaved, onCancel }) {
+    const uid = "topic-edit-" + topic.id + "-" + Math.random().toString(36).slice(2, 7);
+    const titleInput = el("input", { id: uid + "-title", maxlength: "200", required: true });
+    titleInput.value = topic.title || "";
+    const summaryInput = el("textarea", { id: uid + "-summary", rows: "4" });
+    summaryInput.value = topic.summary || "";
+    const error = el("p", { class: "form-error", role: "alert", hidden: true });
+    const form = el(
+      "form",
+      { class: "topic-edit", onsubmit: save },
+      el("label", { for: uid + "-title", text: "Title" }),
+      titleInput,
+      el("label", { for: uid + "-summary", text: "Summary" }),
+      summaryInput,
+      el("p", { class: "form-hint", text: "Your words stay until the topic gets new messages; the next summary builds on them." }),
+      error,
+      el("div", { class: "form-row" }, el("button", { type: "button", class: "btn btn-small", onclick: () => onCancel() }, "Cancel"), el("button", { type: "submit", class: "btn btn-primary btn-small" }, "Save"))
+    );
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.stopPropagation();
+        onCancel();
+      }
+    });
+    async function save(event) {
+      event.preventDefault();
+      error.hidden = true;
+      try {
+        const payload = await api.patch("/agents-api/topics/" + topic.id, { title: titleInput.value, summary: summaryInput.value });
+        onSaved(payload);
+      } catch (err) {
+        error.textContent = err.message;
+        error.hidden = false;
+      }
+    }
+    requestAnimationFrame(() => titleInput.focus());
+    return form;
+  };
+
+  D.createTopics = function createTopics({ list, api, onOpen, onDeleted }) {
     const topics = new Map(); // id -> topic payload (server truth)
     const rows = new Map(); // id -> row parts
     const pending = new Map(); // id -> { shown, count, chain }
@@ -67,8 +110,71 @@
         { type: "button", class: "topic-expand", "aria-expanded": "false", "aria-controls": summaryId, onclick: () => toggleSummary(id) },
         icon("chevron-down")
       );
-      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.desc);
+      parts.edit = el("button", { type: "button", class: "btn btn-quiet btn-small", onclick: () => edit(id) }, icon("edit"), "Edit");
+      parts.remove = el("button", { type: "button", class: "btn btn-quiet btn-small btn-danger", onclick: () => confirmDelete(id) }, icon("trash"), "Delete");
+      parts.actions = el("div", { class: "topic-actions" }, parts.edit, parts.remove);
+      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.actions, parts.desc);
       return parts;
+    }
+
+    function edit(id) {
+      const row = rows.get(id);
+      const close = () => {
+        form.remove();
+        row.actions.hidden = false;
+        row.edit.focus();
+      };
+      const form = D.topicEditor({
+        api,
+        topic: topics.get(id),
+        onSaved: (payload) => {
+          upsert(payload);
+          close();
+          D.announce("“" + title(id) + "” saved");
+        },
+        onCancel: close,
+      });
+      row.actions.hidden = true;
+      row.li.append(form);
+    }
+
+    function confirmDelete(id) {
+      const row = rows.get(id);
+      const restore = () => {
+        box.remove();
+        row.actions.hidden = false;
+        row.remove.focus();
+      };
+      const remove = el("button", { type: "button", class: "btn btn-small btn-danger", onclick: doDelete }, "Delete permanently");
+      const box = el(
+        "div",
+        { class: "topic-confirm", role: "group", "aria-label": "Delete “" + title(id) + "”?" },
+        el("p", { text: "Delete “" + title(id) + "” permanently? Its messages and notes go too" + (topics.get(id).memory_state === "none" ? "" : ", and it leaves memory") + ". This cannot be undone." }),
+        el("div", { class: "form-row" }, el("button", { type: "button", class: "btn btn-small", onclick: restore }, "Keep"), remove)
+      );
+      row.actions.hidden = true;
+      row.li.append(box);
+      remove.focus();
+      async function doDelete() {
+        try {
+          await api.del("/agents-api/topics/" + id);
+        } catch (err) {
+          D.toast("Could not delete “" + title(id) + "”: " + err.message);
+          restore();
+          return;
+        }
+        const name = title(id);
+        drop(id);
+        D.announce("“" + name + "” deleted");
+        if (onDeleted) onDeleted(id);
+      }
+    }
+
+    function drop(id) {
+      const row = rows.get(id);
+      if (row) row.li.remove();
+      rows.delete(id);
+      topics.delete(id);
     }
 
     function toggleSummary(id) {
@@ -92,6 +198,8 @@
         ...[
           topic.is_active ? el("span", { class: "badge", text: "Active" }) : null,
           topic.origin === "drift" ? el("span", { text: "forked by drift" }) : null,
+          // Nothing enters memory untitled: the server summarizes the topic first.
+          pending.has(id) && !topic.summary && state !== "none" ? el("span", { class: "summarizing", text: "summarizing…" }) : null,
         ].filter(Boolean)
       );
       if (topic.is_active) row.open.setAttribute("aria-current", "true");
@@ -99,8 +207,10 @@
       row.open.setAttribute("aria-label", (topic.is_active ? "Active topic: " : "Topic: ") + name);
       row.summary.textContent = topic.summary || "";
       row.summary.hidden = !topic.summary;
-      row.expand.hidden = !topic.summary;
-      row.expand.setAttribute("aria-label", "Show the summary of " + name);
+      row.expand.setAttribute("aria-label", "More about " + name); // the summary, Edit and Delete
+      row.edit.setAttribute("aria-label", "Edit “" + name + "”");
+      row.remove.setAttribute("aria-label", "Delete “" + name + "”");
+      row.remove.hidden = topic.is_active; // the active topic stays: a session always has one
       row.brain.dataset.state = state;
       row.brain.setAttribute("aria-label", "Memory: " + name);
       row.brain.title = STATE_TEXT[state] + ". Click to " + ACTION_TEXT[state] + ".";
@@ -174,6 +284,7 @@
         for (const payload of payloads) upsert(payload);
       },
       upsert,
+      remove: drop,
       get: (id) => topics.get(id),
       all: () => [...topics.values()].sort((a, b) => a.id - b.id),
       title,

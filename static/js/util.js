@@ -86,6 +86,7 @@
       get: (url) => request("GET", url),
       post: (url, body) => request("POST", url, body),
       put: (url, body) => request("PUT", url, body),
+      patch: (url, body) => request("PATCH", url, body),
       del: (url) => request("DELETE", url),
     };
   };

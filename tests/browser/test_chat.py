@@ -41,7 +41,7 @@ def test_a_user_logs_in_sends_a_message_and_sees_the_reply_stream_in(live, page,
     page.get_by_label("Password").fill("pw-alice")
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{live}/")
-    page.get_by_role("link", name="New conversation").click()
+    page.get_by_role("link", name="New conversation Drift").click()  # not its delete link
     page.wait_for_selector("#conn[data-state=open]")
 
     page.get_by_label("Message Drift").fill("Hello, what can you do?")

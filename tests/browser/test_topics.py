@@ -9,6 +9,7 @@ from memory.models import MemoryState, Message, Notes, Session, Topic
 from memory.topics import do_start_user_topic
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.helpers import in_thread
+from tests.memory_builders import add_messages
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
 
@@ -19,7 +20,9 @@ def brain(page, topic):
 
 def test_clicking_a_brain_cycles_gray_teal_red_gray_and_each_state_sticks(open_chat, session):
     topic = session.active_topic()
-    Topic.objects.filter(pk=topic.pk).update(title="Trip planning")
+    Topic.objects.filter(pk=topic.pk).update(title="Trip planning", summary="Lisbon in May.")
+    session.append_message(role=Message.Role.USER, content="Plan a trip to Lisbon in May.")
+    session.append_message(role=Message.Role.ASSISTANT, content="Three days, by train.")
     page = open_chat(session)
     assert brain(page, topic).get_attribute("data-state") == "none"
 
@@ -86,6 +89,7 @@ def test_screenshots_of_the_chat_page_the_memory_panel_and_the_facts_panel(open_
         title="Lisbon trip",
         summary="Lisbon, 12–19 May; trains only, no flights; budget €1,800; stay in Alfama.",
     )
+    add_messages(earlier, 2, topic=trip, prefix="Lisbon: ")
     do_user_curation(topic=trip, state=MemoryState.PROMOTED, user=alice)
 
     session = Session.objects.start(user=alice, agent=agent)
@@ -113,6 +117,7 @@ def test_screenshots_of_the_chat_page_the_memory_panel_and_the_facts_panel(open_
         )
         topic.refresh_from_db()
         if state != MemoryState.NONE:
+            add_messages(session, 2, topic=topic, prefix=f"{title}: ")  # what it remembers
             do_user_curation(topic=topic, state=state, user=alice)
     active = Topic.objects.create(
         session=session, origin=Topic.Origin.DRIFT, title="Message indexes"
