@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test worker lint bench
+.PHONY: install run serve test worker lint bench screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,8 +16,19 @@ install: $(VENV)/.installed
 run: export DEBUG ?= true
 run: install
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py seed_demo
+	$(PY) manage.py seed_demo --host $(HOST) --port $(PORT)
 	$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
+
+# Several ASGI worker processes behind one port (uvicorn's supervisor): the full setup
+# only, since the processes share their state through PostgreSQL and Redis.
+WORKERS ?= 2
+serve: install
+	@test -n "$$DATABASE_URL" -a -n "$$REDIS_URL" || { \
+		echo "make serve runs $(WORKERS) processes that share PostgreSQL and Redis:" \
+			"set DATABASE_URL and REDIS_URL (or use make run)"; exit 2; }
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/uvicorn driftless.asgi:application --host $(HOST) --port $(PORT) \
+		--workers $(WORKERS) --ws websockets-sansio --lifespan off
 
 test: install
 	$(PY) -m pytest
@@ -27,21 +38,34 @@ test: install
 worker: install
 	$(PY) -m driftless.supervise -- $(PY) -m celery -A driftless worker --beat --loglevel=info
 
+# The README's pictures, from a scripted scene in headless Chromium (needs the PostgreSQL
+# and Redis the browser tests use). Tests never write them.
+screenshots: install
+	DRIFTLESS_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/browser/test_screenshots.py -q
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The public dialogue sets live outside the repository: `make bench DRIFT_DATA=<dir>`.
+# The public dialogue-segmentation sets (tiage-dev.jsonl, superdialseg-validation.jsonl) are
+# not in the repository: point DRIFT_DATA at a directory holding them. Without it, the
+# benchmarks that need no outside data still run.
 DRIFT_DATA ?=
+DRIFT_FILES := tiage-dev.jsonl superdialseg-validation.jsonl
 
 bench: install
 	$(PY) bench/chat_load.py
+	$(PY) bench/prompt_cache.py
 	$(PY) bench/context_assembly.py
 	$(PY) bench/soak.py
 	$(PY) bench/summary_cost.py
-	@for data in $(if $(DRIFT_DATA),$(DRIFT_DATA)/tiage-dev.jsonl \
-		$(DRIFT_DATA)/superdialseg-validation.jsonl) \
-		bench/data/product-tune.jsonl bench/data/product-test.jsonl; do for interval in 1 10; do \
-		$(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; \
-	done; done
+	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
+		for interval in 1 10; do $(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; done; \
+	done
 	$(PY) bench/drift_quality.py --data bench/data/product-test.jsonl --replies offline
+	@if [ -z "$(DRIFT_DATA)" ]; then \
+		echo "bench: skipped drift quality on $(DRIFT_FILES): set DRIFT_DATA=<directory holding them>, e.g. make bench DRIFT_DATA=~/data/drift"; \
+	else for name in $(DRIFT_FILES); do \
+		if [ ! -f "$(DRIFT_DATA)/$$name" ]; then echo "bench: $(DRIFT_DATA)/$$name is missing (DRIFT_DATA must hold $(DRIFT_FILES))"; exit 1; fi; \
+		for interval in 1 10; do $(PY) bench/drift_quality.py --data "$(DRIFT_DATA)/$$name" --interval $$interval || exit 1; done; \
+	done; fi

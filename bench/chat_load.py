@@ -1,34 +1,43 @@
-"""Chat load benchmark: N concurrent websocket clients against a running server.
+"""Chat load benchmark: websocket clients against real server processes, CPU per turn.
 
 Usage (from the repository root)::
 
-    python bench/chat_load.py [--embedded] [--clients 1,10,100] [--messages 5]
+    python bench/chat_load.py [--embedded] [--clients 10] [--load-clients 100]
+                              [--messages 4] [--repeats 3] [--rows cpu,load]
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible
-model in this process (tests/fake_openai.py, answering every request at once), and a
-daphne server as a subprocess on a free loopback port, pointed at the fake model through
-``OPENAI_BASE_URL``. The server runs the real ASGI application with the production
-settings, except that evaluations (every tenth message, and two seconds after a
-disconnect) run in the server's own timer threads as in the embedded mode, since no
-Celery worker is started. Storage is a dedicated PostgreSQL database and Redis (database
-15, under a key prefix of its own) for the cache and the channel layer when both answer
-on 127.0.0.1, else (or with ``--embedded``) a throwaway SQLite file with the in-process
-cache and channel layer. The database is migrated and its users, sessions and login
-cookies made before the server starts; all of it is dropped at the end.
+model in this process (tests/fake_openai.py, answering every request at once, word by
+word), and the project's ASGI application under uvicorn as a subprocess on a free
+loopback port (``--workers`` processes behind it), pointed at the fake model through
+``OPENAI_BASE_URL``. The servers run the production settings, except that evaluations
+(every tenth message, two seconds after a disconnect) run on the server's own timer
+threads as in the embedded mode, since no Celery worker is started, and drift detection
+is the model-free lexical one. Storage is a dedicated PostgreSQL database and Redis
+(database 15, under a key prefix of its own) for the cache and the channel layer when both
+answer on 127.0.0.1, else (or with ``--embedded``, one process only) a throwaway SQLite
+file with the in-process cache and channel layer. Everything is dropped at the end.
 
-For each N, N clients connect (each as its own user, to its own new session, with an
-``Origin`` header and the session cookie), then all of them start at once and each sends
-its messages one after another, waiting for ``turn.done`` before the next. Each client
-sends ``--messages`` messages, more when N is small so every row has at least
-``--min-samples`` turns. It reports turns completed per second over the row, and the
-added latency from sending a message to its first ``reply.delta`` (the model itself adds
-none), as a table and as a last JSON line::
+Three servers, started one after another in every repeat (interleaved, so the shared
+machine's noise falls on all of them alike):
 
-    {"bench": "chat_load", "rows": [{"clients": N, "msgs_per_s": X, "p50_ms": Y, "p95_ms": Z}, ...]}
+* ``1 proc, per token``: one process, ``STREAM_BATCH_SECONDS=0``: one ``reply.delta``
+  event per streamed token, the old path and the baseline of this run;
+* ``1 proc, batched``: one process, deltas coalesced (the default, 100 ms);
+* ``2 procs, batched``: two worker processes behind the one port.
 
-Between rows it waits for the exit evaluations of the row's disconnects to run, so they
-do not land in the next row's figures. Every wait is bounded; a row that cannot finish in
-``--row-timeout`` seconds fails the run.
+On the one-process servers, rows of ``--clients`` clients with short replies (8 words)
+and with long ones (60–150 words) measure CPU per turn (the server's processes, all
+threads, over the row); on the batched ones, a row of ``--load-clients`` clients with long
+replies measures turns per second, one process against two.
+Each client is its own user in a new session; all start at once and send ``--messages``
+messages one after another, each after the previous ``turn.done``. The bench reports
+the medians over the repeats, the ratios to the baseline, and how much CPU the bench
+itself (clients and fake model, on the same cores) used, as a table and a last JSON line::
+
+    {"bench": "chat_load", "cpu_ms_per_turn": {...}, "long_ratio": X, "short_ratio": Y,
+     "turns_per_s": {"1": A, "2": B}, "scale_2_vs_1": B / A, "rows": [...]}
+
+Every wait is bounded; a row that cannot finish in ``--row-timeout`` seconds fails the run.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -54,12 +64,48 @@ sys.path.insert(0, str(ROOT))
 REDIS_DB_URL = "redis://127.0.0.1:6379/15"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 SETTINGS_MODULE = "chat_load_settings"
-RECEIVE_TIMEOUT = 30.0  # one event; a turn against a zero-latency model takes far less
-SERVER_START_TIMEOUT = 30.0
+RECEIVE_TIMEOUT = 60.0  # one event; a turn against a zero-latency model takes far less
+SERVER_START_TIMEOUT = 90.0
 SETTLE_SECONDS = 1.5  # after the exit-evaluation debounce, before the next row starts
-REPLY_TEXT = "Hello from the zero-latency fake model, streamed word by word."
+SHORT_REPLY = "Hello from the zero-latency fake model, streamed word by word."
+_SENTENCES = (
+    "Start with the simplest version that works and measure it before changing anything.",
+    "Keep the old setting around for a week, so you can compare both under real traffic.",
+    "If the numbers disagree with your intuition, trust the numbers and look for the cause.",
+    "Write down what you tried, including what failed; it saves the next person an afternoon.",
+    "A small, boring change shipped today beats a clever one that waits for next quarter.",
+    "When two options look equal, pick the one that is easier to undo.",
+)
+SERVERS = (  # label, worker processes, STREAM_BATCH_SECONDS, rows: CPU and/or load
+    ("1 proc, per token", 1, "0", ("cpu",)),
+    ("1 proc, batched", 1, "0.1", ("cpu", "load")),
+    ("2 procs, batched", 2, "0.1", ("load",)),
+)
 
-# The server's settings: the project's own, with evaluations run in-process (no worker)
+
+def long_reply(number: int) -> str:
+    """60–150 words, different from message to message."""
+    words: list[str] = []
+    target = 60 + (number * 37) % 91
+    index = number
+    while len(words) < target:
+        words += _SENTENCES[index % len(_SENTENCES)].split()
+        index += 1
+    return " ".join(words[:target])
+
+
+def respond(body: dict) -> tuple[str, None]:
+    """The fake model: a JSON summary for summary calls; else a long or a short reply, as
+    the client's message asks."""
+    if body.get("response_format"):
+        answer = {"title": "Load", "summary": "A load test.", "include_in_memory": False}
+        return json.dumps(answer), None
+    last = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+    match = re.match(r"long (\d+):", last)
+    return (long_reply(int(match.group(1))) if match else SHORT_REPLY), None
+
+
+# The servers' settings: the project's own, with evaluations run in-process (no worker)
 # and the Redis keys of this run under a prefix of its own.
 _SETTINGS_TEMPLATE = """\
 from driftless.settings import *  # noqa: F403
@@ -115,6 +161,7 @@ def configure(*, embedded: bool) -> Environment:
         "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
         "LOG_LEVEL": "WARNING",
         "LLM_MAX_RETRIES": "0",
+        "LLM_TIMEOUT_SECONDS": "60",
         "PYTHONPATH": os.pathsep.join([str(ROOT), workdir]),
     }
     if services:
@@ -165,63 +212,79 @@ class Client:
     cookie: str
 
 
-def prepare(*, rows: list[tuple[int, int]]) -> tuple[Client, list[list[Client]]]:
-    """Migrate, then make one user per client of the largest row and, for every row, a
-    new session per client (a session starts empty in each row), plus a warm-up one."""
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.test import Client as DjangoClient
+class Population:
+    """The users (made once, each with a login cookie) and fresh sessions for every row."""
 
-    from memory.models import Agent, Organization, Session
+    def __init__(self, *, users: int) -> None:
+        from django.conf import settings
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.test import Client as DjangoClient
 
-    call_command("migrate", verbosity=0)
-    organization = Organization.objects.create(name="Bench", slug="bench")
-    agent = Agent.objects.create(
-        organization=organization,
-        name="Bench",
-        soul="You are Bench, a patient assistant under load.",
-        skills="Answering quickly.",
-    )
-    users = []
-    cookies = []
-    for index in range(max(clients for clients, _ in rows) + 1):
-        user = get_user_model().objects.create_user(f"bench{index}", password=None)
-        organization.members.add(user)
-        browser = DjangoClient()
-        browser.force_login(user)
-        users.append(user)
-        cookies.append(
-            f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+        from memory.models import Agent, Organization
+
+        call_command("migrate", verbosity=0)
+        organization = Organization.objects.create(name="Bench", slug="bench")
+        self.agent = Agent.objects.create(
+            organization=organization,
+            name="Bench",
+            soul="You are Bench, a patient assistant under load.",
+            skills="Answering quickly.",
         )
+        self.users, self.cookies = [], []
+        for index in range(users):
+            user = get_user_model().objects.create_user(f"bench{index}", password=None)
+            organization.members.add(user)
+            browser = DjangoClient()
+            browser.force_login(user)
+            self.users.append(user)
+            cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
+            self.cookies.append(f"{settings.SESSION_COOKIE_NAME}={cookie}")
 
-    def client_for(index: int) -> Client:
-        session = Session.objects.start(user=users[index], agent=agent)
-        return Client(session_id=session.pk, cookie=cookies[index])
+    def clients(self, count: int) -> list[Client]:
+        from django.db import connections
 
-    warm_up = client_for(len(users) - 1)
-    per_row = [[client_for(index) for index in range(clients)] for clients, _ in rows]
-    return warm_up, per_row
+        from memory.models import Session
+
+        made = [
+            Client(
+                session_id=Session.objects.start(user=self.users[index], agent=self.agent).pk,
+                cookie=self.cookies[index],
+            )
+            for index in range(count)
+        ]
+        connections.close_all()
+        return made
 
 
 class Server:
-    """daphne in a subprocess, serving the project's ASGI application on loopback."""
+    """uvicorn in a subprocess (its own process group), serving the project's ASGI
+    application on loopback with ``workers`` processes."""
 
-    def __init__(self, *, env: dict[str, str], workdir: str) -> None:
+    def __init__(self, *, env: dict[str, str], workdir: str, workers: int, label: str) -> None:
+        self.label = label
+        self.workers = workers
         self.port = _free_port()
-        self.log_path = Path(workdir, "daphne.log")
+        self.log_path = Path(workdir, f"uvicorn-{self.port}.log")
         self._log = self.log_path.open("wb")
         command = [
             sys.executable,
             "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-v",
-            "0",
+            "uvicorn",
             "driftless.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(workers),
+            "--ws",
+            "websockets-sansio",
+            "--lifespan",
+            "off",
+            "--no-access-log",
+            "--log-level",
+            "warning",
         ]
         self.process = subprocess.Popen(
             command,
@@ -237,24 +300,34 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_until_ready(self) -> None:
+        """Listening, and every worker process answers (uvicorn's workers start late)."""
+        import urllib.request
+
         deadline = time.monotonic() + SERVER_START_TIMEOUT
+        answered = 0
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited with {self.process.returncode}:\n{self.log()}")
-            if _reachable(self.port):
-                return
-            time.sleep(0.1)
-        raise RuntimeError(
-            f"daphne did not listen within {SERVER_START_TIMEOUT:g} s:\n{self.log()}"
-        )
+                raise RuntimeError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                urllib.request.urlopen(f"{self.origin}/login/", timeout=5).read()
+                answered += 1
+                if answered >= 4 * self.workers:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"uvicorn was not ready in {SERVER_START_TIMEOUT:g} s:\n{self.log()}")
 
-    def cpu_seconds(self) -> float | None:
-        """CPU time the server process has used so far, all its threads (Linux only)."""
-        try:
-            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by every process of the server's group, all threads."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.process.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def log(self, limit: int = 4000) -> str:
         self._log.flush()
@@ -262,11 +335,11 @@ class Server:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            self.process.terminate()
+            os.killpg(self.process.pid, 15)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, 9)
                 self.process.wait(timeout=10)
         self._log.close()
 
@@ -293,12 +366,13 @@ async def connect(server: Server, client: Client):
     )
 
 
-async def converse(socket, *, messages: int, tag: str) -> list[float]:
+async def converse(socket, *, messages: int, tag: str, reply: str) -> list[float]:
     """Send ``messages`` messages one after another; the latency of each to its first
     reply delta, in seconds."""
     latencies = []
     for number in range(messages):
-        content = f"Message {number + 1} from {tag}: how is the load today?"
+        prefix = f"long {number}:" if reply == "long" else "short:"
+        content = f"{prefix} message {number + 1} from {tag}: how is the load today?"
         sent = time.perf_counter()
         await socket.send(json.dumps({"type": "message.send", "content": content}))
         first_delta = None
@@ -309,7 +383,7 @@ async def converse(socket, *, messages: int, tag: str) -> list[float]:
             except TimeoutError:
                 raise TurnFailed(
                     f"{tag}, message {number + 1}: no event for {RECEIVE_TIMEOUT:g} s "
-                    f"after {seen or 'nothing'}"
+                    f"after {seen[-5:] or 'nothing'}"
                 ) from None
             kind = event.get("type")
             seen.append(kind)
@@ -325,37 +399,36 @@ async def converse(socket, *, messages: int, tag: str) -> list[float]:
     return latencies
 
 
-async def run_row(server: Server, clients: list[Client], *, messages: int) -> dict:
+async def run_row(server: Server, clients: list[Client], *, messages: int, reply: str) -> dict:
     sockets = await asyncio.gather(*(connect(server, client) for client in clients))
     try:
         server_cpu, own_cpu = server.cpu_seconds(), time.process_time()
         started = time.perf_counter()
         results = await asyncio.gather(
             *(
-                converse(socket, messages=messages, tag=f"session {client.session_id}")
+                converse(socket, messages=messages, tag=f"session {client.session_id}", reply=reply)
                 for socket, client in zip(sockets, clients, strict=True)
             )
         )
         elapsed = time.perf_counter() - started
         own_cpu = time.process_time() - own_cpu
-        if server_cpu is not None:
-            server_cpu = (server.cpu_seconds() or 0.0) - server_cpu
+        server_cpu = server.cpu_seconds() - server_cpu
     finally:
         await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
     latencies = sorted(latency for result in results for latency in result)
     return {
+        "server": server.label,
+        "processes": server.workers,
         "clients": len(clients),
+        "reply": reply,
         "turns": len(latencies),
         "seconds": elapsed,
-        "msgs_per_s": len(latencies) / elapsed,
+        "turns_per_s": len(latencies) / elapsed,
         "p50_ms": 1000 * statistics.median(latencies),
         "p95_ms": 1000 * _percentile(latencies, 95),
-        "max_ms": 1000 * latencies[-1],
-        # Where the time goes: a share near 100 % is one core busy (the GIL's limit).
-        "server_cpu_pct": None if server_cpu is None else 100 * server_cpu / elapsed,
-        "server_cpu_ms_per_turn": None
-        if server_cpu is None
-        else 1000 * server_cpu / len(latencies),
+        # 100 % is one core busy: the most one Python process gets (the GIL).
+        "server_cpu_pct": 100 * server_cpu / elapsed,
+        "cpu_ms_per_turn": 1000 * server_cpu / len(latencies),
         "bench_cpu_pct": 100 * own_cpu / elapsed,
     }
 
@@ -366,27 +439,30 @@ def _percentile(ordered: list[float], percent: float) -> float:
     return ordered[rank - 1]
 
 
-async def measure(
-    server: Server, warm_up: Client, per_row: list[list[Client]], *, rows, row_timeout: float
+async def measure_server(
+    server: Server, population: Population, plan: list[tuple[int, str, int]], *, timeout: float
 ) -> list[dict]:
     from memory.constants import EXIT_DEBOUNCE_SECONDS
 
+    (warm_up,) = await asyncio.to_thread(population.clients, 1)
     socket = await connect(server, warm_up)
-    await converse(socket, messages=2, tag="warm-up")  # imports, client pools, caches
+    await converse(socket, messages=2, tag="warm-up", reply="long")  # imports, pools, caches
     await socket.close()
-    results = []
-    for (clients, messages), row_clients in zip(rows, per_row, strict=True):
+    rows = []
+    for clients, reply, messages in plan:
         await asyncio.sleep(EXIT_DEBOUNCE_SECONDS + SETTLE_SECONDS)
+        row_clients = await asyncio.to_thread(population.clients, clients)
         row = await asyncio.wait_for(
-            run_row(server, row_clients, messages=messages), timeout=row_timeout
+            run_row(server, row_clients, messages=messages, reply=reply), timeout=timeout
         )
-        results.append(row)
+        rows.append(row)
         print(
-            f"  {clients:>4} clients: {row['turns']} turns in {row['seconds']:.1f} s",
+            f"  {server.label}: {clients} clients, {reply} replies: {row['turns']} turns in "
+            f"{row['seconds']:.1f} s, {row['cpu_ms_per_turn']:.1f} ms CPU/turn",
             file=sys.stderr,
             flush=True,
         )
-    return results
+    return rows
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -394,44 +470,73 @@ async def measure(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--embedded", action="store_true", help="SQLite and in-process layers")
-    parser.add_argument("--clients", default="1,10,100", help="comma-separated client counts")
-    parser.add_argument("--messages", type=int, default=5, help="messages each client sends")
-    parser.add_argument("--min-samples", type=int, default=40, help="fewest turns in a row")
-    parser.add_argument("--row-timeout", type=float, default=300.0, help="seconds per row")
+    parser.add_argument("--embedded", action="store_true", help="SQLite, one process only")
+    parser.add_argument("--clients", type=int, default=10, help="clients of the CPU rows")
+    parser.add_argument("--load-clients", type=int, default=100, help="clients of the load row")
+    parser.add_argument("--messages", type=int, default=4, help="messages each client sends")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the three servers")
+    parser.add_argument("--row-timeout", type=float, default=600.0, help="seconds per row")
+    parser.add_argument("--rows", default="cpu,load", help="which rows: cpu, load or both")
     args = parser.parse_args()
-    counts = [int(part) for part in args.clients.split(",") if part.strip()]
-    if not counts or min(counts) < 1 or max(counts) > 500:
+    if not 1 <= args.clients <= 500 or not 1 <= args.load_clients <= 500:
         parser.error("clients must be 1..500")
-    if not 1 <= args.messages <= 100 or not 1 <= args.min_samples <= 100:
-        parser.error("messages and min-samples must be 1..100")
-    rows = [(n, max(args.messages, math.ceil(args.min_samples / n))) for n in counts]
+    if not 1 <= args.messages <= 100 or not 1 <= args.repeats <= 20:
+        parser.error("messages must be 1..100 and repeats 1..20")
+    cpu_messages = max(args.messages, math.ceil(40 / args.clients))
+    plans = {
+        "cpu": [(args.clients, "short", cpu_messages), (args.clients, "long", cpu_messages)],
+        "load": [(args.load_clients, "long", args.messages)],
+    }
 
     env = configure(embedded=args.embedded)
-    server = fake = None
+    wanted = {part.strip() for part in args.rows.split(",")}
+    if not wanted or not wanted <= {"cpu", "load"}:
+        parser.error("rows: cpu, load or cpu,load")
+    servers = [
+        (label, workers, batch, tuple(kind for kind in kinds if kind in wanted))
+        for label, workers, batch, kinds in SERVERS
+        if not (args.embedded and workers > 1) and wanted & set(kinds)
+    ]
+    rows: list[dict] = []
+    fake = server = None
+    started = time.perf_counter()
     try:
         import django
 
         django.setup()
         from tests.fake_openai import FakeOpenAI
 
-        fake = FakeOpenAI(default_text=REPLY_TEXT)
-        warm_up, per_row = prepare(rows=rows)
-        from django.db import connections
-
-        connections.close_all()
-        model_env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "bench-key"}
-        started = time.perf_counter()
-        server = Server(env={**env.env, **model_env}, workdir=env.workdir)
-        server.wait_until_ready()
-        print(f"chat load: daphne on 127.0.0.1:{server.port}; {env.label}", file=sys.stderr)
-        results = asyncio.run(
-            measure(server, warm_up, per_row, rows=rows, row_timeout=args.row_timeout)
-        )
+        fake = FakeOpenAI(responder=respond)
+        population = Population(users=max(args.clients, args.load_clients) + 1)
+        model_env = {
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "bench-key",
+            "DRIFT_DETECTOR": "lexical",
+            # Turns against a zero-latency model hold a connection briefly: a small pool
+            # per process leaves the shared PostgreSQL room for everything else.
+            "DATABASE_POOL_SIZE": "12",
+        }
+        for repeat in range(args.repeats):
+            for label, workers, batch, kinds in servers:
+                plan = [row for kind in kinds for row in plans[kind]]
+                server = Server(
+                    env={**env.env, **model_env, "STREAM_BATCH_SECONDS": batch},
+                    workdir=env.workdir,
+                    workers=workers,
+                    label=label,
+                )
+                server.wait_until_ready()
+                print(f"chat load, repeat {repeat + 1}: {label}; {env.label}", file=sys.stderr)
+                found = asyncio.run(
+                    measure_server(server, population, plan, timeout=args.row_timeout)
+                )
+                rows += [{**row, "repeat": repeat + 1} for row in found]
+                server.stop()
+                server = None
         model_calls = len(fake.requests)
     except BaseException:
         if server is not None:
-            print(f"--- daphne log ---\n{server.log()}", file=sys.stderr)
+            print(f"--- uvicorn log ---\n{server.log()}", file=sys.stderr)
         raise
     finally:
         if server is not None:
@@ -441,61 +546,83 @@ def main() -> int:
         tear_down(env)
 
     print(
-        f"chat load ({env.label}; daphne subprocess, zero-latency fake model; "
-        f"{time.perf_counter() - started:.0f} s, {model_calls} model calls)"
+        f"chat load ({env.label}; uvicorn subprocesses, zero-latency fake model; "
+        f"{args.repeats} repeats, {time.perf_counter() - started:.0f} s, "
+        f"{model_calls} model calls; {os.cpu_count()} cores shared with the bench client)"
     )
-    header = (
-        "clients",
-        "msgs/client",
-        "turns",
-        "msgs/s",
-        "p50 ms",
-        "p95 ms",
-        "max ms",
-        "server cpu",
-        "cpu ms/turn",
-        "bench cpu",
-    )
-    print("  ".join(f"{h:>11}" for h in header))
-    for (_, messages), row in zip(rows, results, strict=True):
+    header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")
+    header += ("cpu ms/turn", "bench cpu")
+    print("  ".join(f"{h:>18}" for h in header))
+    summary: dict[tuple[str, int, str], list[dict]] = {}
+    for row in rows:
+        summary.setdefault((row["server"], row["clients"], row["reply"]), []).append(row)
+    medians = {}
+    for key, group in summary.items():
+        median = {
+            name: statistics.median(row[name] for row in group)
+            for name in ("turns_per_s", "p50_ms", "p95_ms", "server_cpu_pct")
+            + ("cpu_ms_per_turn", "bench_cpu_pct")
+        }
+        spread = [round(row["cpu_ms_per_turn"], 1) for row in group]
+        medians[key] = median
         cells = (
-            row["clients"],
-            messages,
-            row["turns"],
-            f"{row['msgs_per_s']:.1f}",
-            f"{row['p50_ms']:.1f}",
-            f"{row['p95_ms']:.1f}",
-            f"{row['max_ms']:.1f}",
-            _optional(row["server_cpu_pct"], "{:.0f} %"),
-            _optional(row["server_cpu_ms_per_turn"], "{:.1f}"),
-            f"{row['bench_cpu_pct']:.0f} %",
+            key[0],
+            key[1],
+            key[2],
+            f"{median['turns_per_s']:.1f}",
+            f"{median['p50_ms']:.0f}",
+            f"{median['p95_ms']:.0f}",
+            f"{median['server_cpu_pct']:.0f} %",
+            f"{median['cpu_ms_per_turn']:.1f} {spread}",
+            f"{median['bench_cpu_pct']:.0f} %",
         )
-        print("  ".join(f"{c:>11}" for c in cells))
-    print(
-        "server cpu: the daphne process (all threads) over the row; 100 % is one core, the "
-        "most one Python process gets. bench cpu: this process (clients and fake model)."
-    )
-    print(
-        json.dumps(
+        print("  ".join(f"{c!s:>18}" for c in cells))
+
+    def cpu(label: str, reply: str) -> float | None:
+        entry = medians.get((label, args.clients, reply))
+        return entry["cpu_ms_per_turn"] if entry else None
+
+    def rate(label: str) -> float | None:
+        entry = medians.get((label, args.load_clients, "long"))
+        return entry["turns_per_s"] if entry else None
+
+    base, batched, two = (label for label, _, _, _ in SERVERS)
+    result = {
+        "bench": "chat_load",
+        "cpu_ms_per_turn": {
+            "per_token": {"short": cpu(base, "short"), "long": cpu(base, "long")},
+            "batched": {"short": cpu(batched, "short"), "long": cpu(batched, "long")},
+        },
+        "short_ratio": _ratio(cpu(batched, "short"), cpu(base, "short")),
+        "long_ratio": _ratio(cpu(batched, "long"), cpu(base, "long")),
+        "turns_per_s": {"1": rate(batched), "2": rate(two)},
+        "scale_2_vs_1": _ratio(rate(two), rate(batched)),
+        "load_clients": args.load_clients,
+        "bench_cpu_pct": round(statistics.median(row["bench_cpu_pct"] for row in rows), 1),
+        "rows": [
             {
-                "bench": "chat_load",
-                "rows": [
-                    {
-                        "clients": row["clients"],
-                        "msgs_per_s": round(row["msgs_per_s"], 2),
-                        "p50_ms": round(row["p50_ms"], 2),
-                        "p95_ms": round(row["p95_ms"], 2),
-                    }
-                    for row in results
-                ],
+                key: round(value, 2) if isinstance(value, float) else value
+                for key, value in row.items()
             }
-        )
+            for row in rows
+        ],
+    }
+    print(
+        "server cpu: every process of the server over the row (100 % = one core). cpu "
+        "ms/turn: median of the repeats [each repeat]. bench cpu: this process (clients "
+        "and fake model), on the same cores."
     )
+    print(
+        f"long replies: batched {result['long_ratio']}× the per-token CPU per turn; short: "
+        f"{result['short_ratio']}×. {args.load_clients} clients: 2 processes serve "
+        f"{result['scale_2_vs_1']}× the turns per second of 1."
+    )
+    print(json.dumps(result))
     return 0
 
 
-def _optional(value: float | None, template: str) -> str:
-    return "n/a" if value is None else template.format(value)
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return None if value is None or not base else round(value / base, 3)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    python bench/drift_quality.py --data /work/shared/data/drift/tiage-dev.jsonl \
+    python bench/drift_quality.py --data $DRIFT_DATA/tiage-dev.jsonl \
         [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl] \
         [--roles auto|labelled|people]
-    python bench/drift_quality.py --fit /work/shared/data/drift/tiage-train.jsonl
+    python bench/drift_quality.py --fit $DRIFT_DATA/tiage-train.jsonl
     python bench/drift_quality.py --fit-exchange bench/data/product-tune.jsonl
 
 Scoring a detector alone on whole dialogues would flatter it: in production it
@@ -13,7 +13,7 @@ sees only the active topic, only every ``interval`` messages, and every fork it
 makes changes what it sees next. So each dialogue is replayed turn by turn
 through the same loop as the message-send path (:func:`simulate`), and the
 boundaries that loop produces are scored against the reference with Pk,
-WindowDiff and boundary F1 as defined in ``/work/shared/data/drift/README.md``.
+WindowDiff and boundary F1 as defined in ``$DRIFT_DATA/README.md``.
 The baseline detector always runs through the same loop in the same process.
 
 Roles: the detector reads a thread with user and assistant turns as the product's
@@ -88,7 +88,7 @@ class Scores:
 
 
 def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
-    """Dialogues of a ``/work/shared/data/drift`` JSON-lines file.
+    """Dialogues of a ``$DRIFT_DATA`` JSON-lines file.
 
     ``roles``: "labelled" keeps the file's roles, "people" makes every turn a user
     turn, "auto" does so for the sources in :data:`PEOPLE_SOURCES` only.

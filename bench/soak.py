@@ -158,19 +158,20 @@ def kill_worker(supervisor: Group) -> bool:
     return bool(pids)
 
 
-def responder(body: dict) -> str:
+def responder(body: dict) -> tuple[str, None]:
     """The fake model: JSON summaries for JSON-mode calls, short words otherwise."""
     if (body.get("response_format") or {}).get("type") == "json_object":
         text = " ".join(str(m.get("content") or "") for m in body["messages"])
         words = [w for w in text.split() if w.isalpha()][-4:] or ["chat"]
-        return json.dumps(
+        summary = json.dumps(
             {
                 "title": "About " + " ".join(words[:3]),
                 "summary": f"{MODEL_SUMMARY_MARKER} the user discussed {' '.join(words)}.",
                 "include_in_memory": True,
             }
         )
-    return "Noted; here is a short answer about that."
+        return summary, None
+    return "Noted; here is a short answer about that.", None
 
 
 def prompt_tokens(body: dict) -> int:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from chat.accounts import live_user, user_group
@@ -50,7 +50,8 @@ from memory.pipeline import request_exit_evaluation
 logger = logging.getLogger(__name__)
 
 # Turns mostly wait on the model, so more threads than cores is right; each one holds a
-# database connection while it works, which bounds this by the database's connections.
+# database connection while it works (borrowed from the process's pool, DATABASE_POOL_SIZE),
+# which bounds this by the database's connections divided by the server processes.
 TURN_WORKERS = 32
 _turn_executor = ThreadPoolExecutor(max_workers=TURN_WORKERS, thread_name_prefix="turn")
 
@@ -106,8 +107,9 @@ def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
         elif isinstance(frame, NewTopic):
             do_new_topic(session=session)
     finally:
-        # Worker threads are pooled: do not leave a connection open behind each one.
-        connections.close_all()
+        # Worker threads are pooled: their connection goes back to the process's database
+        # pool (PostgreSQL), or stays open up to CONN_MAX_AGE; a broken one is closed.
+        close_old_connections()
 
 
 class SessionConsumer(AsyncWebsocketConsumer):

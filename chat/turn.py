@@ -26,6 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from django.conf import settings
+
+from chat.deltas import DeltaBatcher
 from chat.errors import log_error, public_failure
 from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
@@ -279,17 +282,26 @@ def _stream(
     session: Session,
     turn_id: str,
 ) -> Completion:
-    """Stream one model answer to the clients and return it complete."""
-    for item in model.stream(
-        messages=messages,
-        tools=tools or None,
-        prompt_cache_key=session.prompt_cache_key,
-        temperature=session.agent.temperature,
-    ):
-        if isinstance(item, Completion):
-            return item
-        if item:
-            publish(session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": item})
+    """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    deltas = DeltaBatcher(
+        lambda text: publish(
+            session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": text}
+        ),
+        seconds=settings.STREAM_BATCH_SECONDS,
+    )
+    try:
+        for item in model.stream(
+            messages=messages,
+            tools=tools or None,
+            prompt_cache_key=session.prompt_cache_key,
+            temperature=session.agent.temperature,
+        ):
+            if isinstance(item, Completion):
+                return item
+            if item:
+                deltas.add(item)
+    finally:
+        deltas.flush()  # what streamed is shown, even when the stream broke
     raise LLMError("the model stream ended without an answer")
 
 
@@ -323,11 +335,10 @@ def _store(session: Session, **fields) -> Message:
 
 
 def _note_stored(session: Session, messages: list[Message]) -> None:
-    """Tell the pipeline about each stored message (it acts on every tenth). A message's
-    sequence number is the session's message count once it was stored, so a batch of
-    tool results cannot skip a multiple of ten."""
+    """Tell the pipeline about each message just stored through ``session`` (it acts on
+    every tenth conversation message, by the count the store left on the session)."""
     for message in messages:
-        note_message_stored(session_id=session.pk, message_count=message.seq)
+        note_message_stored(session=session, message=message)
 
 
 def _usage(completion: Completion) -> dict:

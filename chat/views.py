@@ -1,37 +1,65 @@
 """Server-rendered pages: the session list, starting a session, and the chat page.
 
-The chat page ships its first state (topics, the active topic's messages) inside the
-HTML, so it paints complete without waiting for an API round trip; after that the
-websocket and the REST API keep it current.
+The chat page ships its first state (the user's sessions, the topics, the active topic's
+latest messages) inside the HTML, so it paints complete without waiting for an API round
+trip; after that the websocket and the REST API keep it current. Pages that show live state
+are never cached (a Back button must not bring back an old copy).
 """
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
+from chat.api.serializers import MESSAGE_PAGE_SIZE
 from chat.turn import TurnBusy, do_delete_session_between_turns
 from memory.events import message_payload, topic_payload
-from memory.models import Agent, Deletion, Session, Topic
+from memory.models import Agent, Deletion, Message, Session, Topic
 from memory.search import SearchError, marked_segments, search_memory
+from memory.thread import topic_page
 
-# The chat page opens on the end of the active topic; older messages of a very long
-# topic stay reachable through the messages API.
-INITIAL_MESSAGES = 200
+UNTITLED_SESSION = "New conversation"
 
 
+def sessions_for_list(user):
+    """The user's sessions, latest first, with what a list shows: the title people see
+    (the session's own, else its active topic's) and the messages the thread shows
+    (the conversation: no tool calls or results)."""
+    active_title = Topic.objects.filter(session=OuterRef("pk"), is_active=True).values("title")
+    shown = (
+        Message.objects.conversation()
+        .filter(session=OuterRef("pk"))
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        Session.objects.owned_by(user)
+        .select_related("agent")
+        .annotate(
+            active_topic_title=Subquery(active_title[:1]),
+            shown_messages=Coalesce(Subquery(shown), 0),
+        )
+    )
+
+
+def shown_title(session) -> str:
+    return session.title or session.active_topic_title or UNTITLED_SESSION
+
+
+@never_cache
 @login_required
 def home(request):
-    active_title = Topic.objects.filter(session=OuterRef("pk"), is_active=True).values("title")
-    sessions = (
-        Session.objects.owned_by(request.user)
-        .select_related("agent")
-        .annotate(active_topic_title=Subquery(active_title[:1]))
-    )
+    sessions = list(sessions_for_list(request.user))
+    for session in sessions:
+        session.shown_title = shown_title(session)
     return render(
         request,
         "chat/home.html",
@@ -51,20 +79,31 @@ def start_session(request):
     return redirect("chat", session_id=session.pk)
 
 
+@never_cache
 @login_required
 def chat(request, session_id: int):
     session = owned_session_or_404(request.user, session_id)
     topics = list(session.topics.all())
     active = next(topic for topic in topics if topic.is_active)
-    recent = active.messages.order_by("-seq")[:INITIAL_MESSAGES]
     initial = {
         "session": {
             "id": session.pk,
-            "title": str(session),
+            "title": session.title,
             "agent": {"id": session.agent_id, "name": session.agent.name},
         },
+        "sessions": [
+            {
+                "id": other.pk,
+                "title": other.title,
+                "shown_title": other.title or other.active_topic_title or "",
+                "agent_name": other.agent.name,
+                "updated_at": other.updated_at.isoformat(),
+            }
+            for other in sessions_for_list(request.user)
+        ],
         "topics": [topic_payload(topic) for topic in topics],
-        "messages": [message_payload(message) for message in reversed(recent)],
+        "messages": [message_payload(m) for m in topic_page(active, limit=MESSAGE_PAGE_SIZE)],
+        "page_size": MESSAGE_PAGE_SIZE,
         "csrf_token": get_token(request),
     }
     return render(request, "chat/session.html", {"session": session, "initial": initial})

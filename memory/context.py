@@ -15,14 +15,20 @@ cache keeps hitting from turn to turn:
    ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, then the
    working memory as a last system message.
 
+The window is cache-aligned: it is trimmed ``ACTIVE_WINDOW_BLOCK`` messages at a time, at
+fixed positions of the topic (from its 17th, 33rd, 49th... message with the defaults), not
+one message a turn. Between two trims every request extends the one before it, so the
+provider serves everything but the newest messages from its prompt cache; a window that
+slid by one message a turn would change the first message after the prefixes every turn.
+
 The window never sends an ``error`` record and never splits a tool call from its results:
 leading results whose call fell outside the window are dropped, and calls that have no
 stored result are removed from their assistant message (which is dropped if nothing is
 left), so the request is always valid.
 
 Assembly runs a constant number of queries whatever the history size: the session with
-its agent, the session's topics, the window (a LIMIT on the ``(topic, -seq)`` index), the
-notes, the facts, and persistent memory (served from the cache when the scope is
+its agent, the session's topics, the window (a count and a LIMIT on the ``(topic, -seq)``
+index), the notes, the facts, and persistent memory (served from the cache when the scope is
 unchanged; see memory/persistent.py for how this session's own topics appear).
 """
 
@@ -36,7 +42,7 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db.models import Q
 
-from memory.constants import ACTIVE_WINDOW_MESSAGES
+from memory.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 from memory.thread import usage_totals
@@ -66,11 +72,36 @@ class ContextLayer:
 
 
 @dataclass(frozen=True)
+class WindowSpan:
+    """Which of the active topic's messages the window holds, and the rule that chose them."""
+
+    topic_messages: int  # the topic's messages the window may show (error records never)
+    kept: int  # the trailing ones it holds (before a call without its result is dropped)
+    max_messages: int = ACTIVE_WINDOW_MESSAGES
+    block: int = ACTIVE_WINDOW_BLOCK
+
+    @property
+    def policy(self) -> str:
+        if self.block <= 1:
+            return f"the last {self.max_messages} messages, sliding one message at a time"
+        low = self.max_messages - self.block + 1
+        return (
+            f"the last {low} to {self.max_messages} messages: once past {self.max_messages}, "
+            f"the oldest {self.block} are dropped at once, so the window's first message "
+            "stays put (and the provider's prompt cache keeps hitting) until the next trim"
+        )
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "policy": self.policy}
+
+
+@dataclass(frozen=True)
 class ContextStack:
     layers: tuple[ContextLayer, ...]
     messages: list[dict]
     tools: list[dict]
     dropped: tuple[str, ...]  # persistent-memory titles the budget left out
+    window: WindowSpan
     dropped_earlier_topics: tuple[str, ...] = ()  # this session's, by its budget
 
     def layer(self, name: LayerName) -> ContextLayer:
@@ -82,6 +113,7 @@ class ContextStack:
             "tokens": sum(layer.tokens for layer in self.layers),
             "dropped": list(self.dropped),
             "dropped_earlier_topics": list(self.dropped_earlier_topics),
+            "window": self.window.as_dict(),
             "messages": self.messages,
             "tools": self.tools,
         }
@@ -117,7 +149,9 @@ def assemble_context(
         notes=_section("Notes for the current topic", _active_notes(active["pk"]).strip()),
         prior_topics=_section("Earlier topics in this session", prior_text),
     )
-    window = trailing_window(topic_id=active["pk"])
+    window, span = trailing_window(
+        topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
+    )
     volatile = _layer(
         "volatile",
         thread=_thread_text(window),
@@ -136,6 +170,7 @@ def assemble_context(
         messages=messages,
         tools=tools,
         dropped=tuple(entry.title for entry in memory.dropped),
+        window=span,
         dropped_earlier_topics=prior_dropped,
     )
 
@@ -157,16 +192,33 @@ def inspect_context(*, session: Session) -> dict:
 # --- the window --------------------------------------------------------------------------
 
 
-def trailing_window(*, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES) -> list[dict]:
-    """The topic's last ``size`` messages in OpenAI format, made valid (one query)."""
+def trailing_window(
+    *, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES, block: int = ACTIVE_WINDOW_BLOCK
+) -> tuple[list[dict], WindowSpan]:
+    """The topic's trailing window in OpenAI format, made valid, and its span (two queries:
+    the topic's message count, then the kept rows by the ``(topic, -seq)`` index)."""
+    messages = Message.objects.filter(topic_id=topic_id).exclude(role=Message.Role.ERROR)
+    span = window_span(messages.count(), size=size, block=block)
     rows = list(
-        Message.objects.filter(topic_id=topic_id)
-        .exclude(role=Message.Role.ERROR)
-        .order_by("-seq")
-        .values("role", "content", "tool_calls", "tool_call_id")[:size]
+        messages.order_by("-seq").values("role", "content", "tool_calls", "tool_call_id")[
+            : span.kept
+        ]
     )
     rows.reverse()
-    return render_window(rows)
+    return render_window(rows), span
+
+
+def window_span(total: int, *, size: int, block: int) -> WindowSpan:
+    """How many trailing messages of ``total`` the window keeps: all up to ``size``; past
+    it, trims happen ``block`` messages at a time at fixed positions, so it keeps between
+    ``size - block + 1`` and ``size``."""
+    if not 1 <= block <= size:
+        raise ValueError(f"the window block must be 1..{size}, got {block}")
+    if total <= size:
+        return WindowSpan(topic_messages=total, kept=total, max_messages=size, block=block)
+    floor = size - block
+    kept = floor + (total - floor - 1) % block + 1
+    return WindowSpan(topic_messages=total, kept=kept, max_messages=size, block=block)
 
 
 def render_window(rows: list[dict[str, Any]]) -> list[dict]:

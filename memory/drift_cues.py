@@ -145,7 +145,7 @@ def subject_cues(texts: Sequence[str], indexes: Iterable[int]) -> dict[int, dict
 
 
 #: Logistic-regression weights of the cues, fitted on tiage-train.jsonl with
-#: ``python bench/drift_quality.py --fit /work/shared/data/drift/tiage-train.jsonl``.
+#: ``python bench/drift_quality.py --fit $DRIFT_DATA/tiage-train.jsonl``.
 LEXICAL_WEIGHTS: dict[str, float] = {
     "bias": -3.6267,
     "novelty": 0.8242,

@@ -25,6 +25,8 @@ from typing import Any, Literal, Protocol
 import openai
 from django.conf import settings
 
+from memory.tool_words import describe_tool_result
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 # Local servers (Ollama, vLLM, ...) ignore the key, but the client refuses to start without one.
@@ -428,17 +430,19 @@ def _offline_call_id(messages: list[dict]) -> str:
 
 
 def _tool_result_reply(result: dict, messages: list[dict]) -> str:
-    name = _tool_name(result.get("tool_call_id"), messages)
-    return f"Done: {name} → {_shorten(_text(result))}"
+    """What the command did, in a sentence ("Remembered: favourite colour = teal")."""
+    function = _tool_function(result.get("tool_call_id"), messages)
+    name = function.get("name") or "tool"
+    return describe_tool_result(name, function.get("arguments") or "{}", _text(result))
 
 
-def _tool_name(call_id: object, messages: list[dict]) -> str:
-    """Find which tool produced a result, by the id of the assistant's call."""
+def _tool_function(call_id: object, messages: list[dict]) -> dict:
+    """The name and arguments of the call that produced a result, found by its id."""
     for message in reversed(messages):
         for call in message.get("tool_calls") or ():
             if call.get("id") == call_id:
-                return call.get("function", {}).get("name") or "tool"
-    return "tool"
+                return call.get("function") or {}
+    return {}
 
 
 def _offline_reply(messages: list[dict]) -> str:

@@ -12,8 +12,8 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
-from django.db.models import F, Q
+from django.db import connection, models, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 DEFAULT_MEMORY_TOKEN_BUDGET = 1500
@@ -131,6 +131,12 @@ class Session(models.Model):
     message_count = models.PositiveIntegerField(
         default=0, editable=False, help_text="Messages so far; the next one gets this plus one."
     )
+    conversation_count = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Conversation messages stored so far (Message.objects.conversation()): the "
+        "10-message heartbeat counts these.",
+    )
     drift_result = models.CharField(
         max_length=300, blank=True, help_text="Latest drift verdict, shown in the context stack."
     )
@@ -186,22 +192,43 @@ class Session(models.Model):
         """Add a message at the end of the session, in the active topic by default.
 
         The session row is locked while the sequence number is taken, so concurrent
-        writers (a streaming reply, a tool result, a second tab) never collide.
+        writers (a streaming reply, a tool result, a second tab) never collide. One
+        statement takes the number and counts the message as conversation or not (so the
+        heartbeat costs the same at any session length); ``self.message_count`` and
+        ``self.conversation_count`` are the session's counts once it is stored.
         """
+        message = Message(session=self, **fields)
         with transaction.atomic():
             # The UPDATE locks the session row until commit; a fork takes the same lock
             # first, so the active topic read below cannot change under us.
-            Session.objects.filter(pk=self.pk).update(
-                message_count=F("message_count") + 1, updated_at=timezone.now()
+            self.message_count, self.conversation_count = _count_message(
+                self.pk, conversation=message.is_conversation
             )
-            self.message_count = Session.objects.values_list("message_count", flat=True).get(
-                pk=self.pk
-            )
-            if topic is None:
-                topic = Topic.objects.get(session_id=self.pk, is_active=True)
-            return Message.objects.create(
-                session=self, topic=topic, seq=self.message_count, **fields
-            )
+            message.topic = topic or Topic.objects.get(session_id=self.pk, is_active=True)
+            message.seq = self.message_count
+            message.save(force_insert=True)
+        return message
+
+
+def _count_message(session_id: int, *, conversation: bool) -> tuple[int, int]:
+    """Count one more message (and conversation message) on the session row, returning
+    the new counts, in one round trip (PostgreSQL and SQLite 3.35+ both have RETURNING)."""
+    table, quote = Session._meta.db_table, connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(table)} SET message_count = message_count + 1, "
+            f"conversation_count = conversation_count + %s, updated_at = %s "
+            f"WHERE id = %s RETURNING message_count, conversation_count",
+            [
+                1 if conversation else 0,
+                connection.ops.adapt_datetimefield_value(timezone.now()),
+                session_id,
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    return row[0], row[1]
 
 
 class MemoryState(models.TextChoices):

@@ -16,7 +16,9 @@ Triggers. :func:`note_message_stored` (the message-send handler) enqueues an eva
 every ``DRIFT_INTERVAL_MESSAGES`` conversation messages: the spec's "five user-assistant
 turn pairs — ten messages" counts the user's messages and the assistant's replies, so
 tool results and the assistant's tool-call requests do not count (a tool-heavy turn is
-still one pair). :func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
+still one pair). The session row keeps that count (``Session.conversation_count``, taken
+with the sequence number), so the check costs nothing at any session length.
+:func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
 goes through a 2000 ms trailing-edge debounce per session that holds across processes:
 each trigger stores its due time on the session and schedules the task two seconds later
 carrying it; a task whose due time is no longer the latest does nothing.
@@ -45,14 +47,7 @@ from django.utils import timezone
 
 from memory import leases
 from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
-from memory.drift import (
-    CONTINUING,
-    do_silent_fork,
-    drift_result_text,
-    get_drift_detector,
-    plan_fork,
-    record_drift_result,
-)
+from memory.drift import do_silent_fork, get_drift_detector, plan_fork
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Session, Topic
 from memory.outage import broker_breaker
@@ -80,28 +75,21 @@ class EvaluationOutcome:
 # --- triggers -----------------------------------------------------------------------------
 
 
-def note_message_stored(*, session_id: int, message_count: int) -> None:
-    """Call after every stored message; ``message_count`` is the session's count after the
-    store (the new message's sequence number). Records an evaluation as due and enqueues
-    it, after commit, when that message is the tenth, twentieth... conversation message.
-    Never raises."""
+def note_message_stored(*, session: Session, message: Message) -> None:
+    """Call right after ``session.append_message`` stored ``message`` (the session's
+    ``conversation_count`` is then its count). Records an evaluation as due and enqueues
+    it, after commit, when that message is the tenth, twentieth... conversation message
+    of the session: no query for the others, whatever the session's length. Never
+    raises."""
     try:
-        if _is_interval_message(session_id=session_id, seq=message_count):
+        if message.is_conversation and session.conversation_count % DRIFT_INTERVAL_MESSAGES == 0:
             # An earlier request still waiting keeps its (earlier) due time.
-            Session.objects.filter(pk=session_id, evaluation_due_at=None).update(
+            Session.objects.filter(pk=session.pk, evaluation_due_at=None).update(
                 evaluation_due_at=timezone.now()
             )
-            enqueue_evaluation(session_id=session_id, reason="interval")
+            enqueue_evaluation(session_id=session.pk, reason="interval")
     except Exception:  # best effort: a lost heartbeat must never fail the message
-        logger.exception("could not schedule the interval evaluation of session %s", session_id)
-
-
-def _is_interval_message(*, session_id: int, seq: int) -> bool:
-    conversation = Message.objects.filter(session_id=session_id).conversation()
-    if not conversation.filter(seq=seq).exists():
-        return False
-    count = conversation.filter(seq__lte=seq).count()
-    return count % DRIFT_INTERVAL_MESSAGES == 0
+        logger.exception("could not schedule the interval evaluation of session %s", session.pk)
 
 
 def request_exit_evaluation(*, session_id: int) -> None:
@@ -282,7 +270,11 @@ def fork_while_drifting(
 
 def _refresh(*, topic: Topic, through_seq: int) -> None:
     """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
-    through the last message the detector saw (a later one gets evaluated next time)."""
+    through the last message the detector saw (a later one gets evaluated next time).
+
+    The session's drift result is left as it is: it sits in the stable prefix, and a
+    refresh that found no new subject must not invalidate the provider's cache of
+    everything after it. Only a fork (memory/drift.py) or a new topic changes it."""
     topic_id = topic.pk
 
     def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
@@ -303,11 +295,4 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
         return topic
 
     # The model call happens before the topic row is locked (memory/summarize.py).
-    topic = with_fresh_summary(
-        lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit
-    )
-    # Only once the topic row is released: a turn storing a message holds the session row
-    # and then needs the topic (its foreign-key check at commit), so waiting here for the
-    # session row while holding the topic would deadlock with it.
-    if topic.is_active:
-        record_drift_result(session_id=topic.session_id, text=drift_result_text(CONTINUING, topic))
+    with_fresh_summary(lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit)

@@ -341,8 +341,12 @@ def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:
         # Every session has one active topic; a memory-only session gets an empty one.
         Topic.objects.create(session=session, origin=Topic.Origin.USER)
     if created:
-        last = Message.objects.filter(session=session).order_by("-seq").first()
-        Session.objects.filter(pk=session.pk).update(message_count=last.seq if last else 0)
+        messages = Message.objects.filter(session=session)
+        last = messages.order_by("-seq").first()
+        Session.objects.filter(pk=session.pk).update(
+            message_count=last.seq if last else 0,
+            conversation_count=messages.conversation().count(),
+        )
 
 
 def _topic_fields(doc: dict) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Writing to a session's message thread."""
+"""A session's message thread: appending to it, reading it page by page."""
 
 from django.db.models import Sum
 
@@ -54,3 +54,11 @@ def record_interrupted_turn(*, session_id: int) -> Message | None:
         {"type": "turn.error", "turn_id": "", "error": INTERRUPTED_TEXT, "retryable": True},
     )
     return error
+
+
+def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[Message]:
+    """The topic's last ``limit`` messages (those before seq ``before``), oldest first."""
+    messages = topic.messages.order_by("-seq")
+    if before is not None:
+        messages = messages.filter(seq__lt=before)
+    return list(reversed(messages[:limit]))

@@ -6,7 +6,8 @@ timeouts and error mapping all run exactly as in production.
 
 Tests script the answers: each `reply_*`, `fail`, `hang` or `fail_mid_stream` call queues
 one response, served in order to the next requests (streaming or not, whichever the
-request asks for). When the queue is empty the server answers `default_text`.
+request asks for). When the queue is empty the server answers `default_text`, or what
+`responder(body)` returns (content and usage) when one is given (the benchmarks' models).
 
     def test_summary(fake_openai):
         fake_openai.reply_json({"title": "Trip", "summary": "...", "include_in_memory": True})
@@ -62,7 +63,7 @@ class FakeOpenAI:
         self,
         *,
         default_text: str = "Hello from the fake model.",
-        responder: Callable[[dict], str] | None = None,
+        responder: Callable[[dict], tuple[str, Usage | None]] | None = None,
         fail_ratio: float = 0.0,
         seed: int = 0,
     ) -> None:
@@ -186,8 +187,9 @@ class FakeOpenAI:
             if self.fail_ratio and self._random.random() < self.fail_ratio:
                 self.injected_failures += 1
                 return _Script(status=500, error_message="injected failure")
-        if self.responder is not None:
-            return _Script(content=self.responder(body))
+            if self.responder is not None:  # under the lock: answers in request order
+                content, usage = self.responder(body)
+                return _Script(content=content, usage=usage)
         return _Script(content=self.default_text)
 
 

@@ -49,7 +49,7 @@ def add_messages(
 ) -> list[Message]:
     """``count`` alternating user/assistant messages at the end of the session."""
     topic = topic or session.active_topic()
-    start = _reserve(session, count)
+    start = _reserve(session, count, conversation=count)
     return Message.objects.bulk_create(
         Message(
             session=session,
@@ -90,9 +90,14 @@ def add_tool_round(
     return stored
 
 
-def _reserve(session: Session, count: int) -> int:
-    Session.objects.filter(pk=session.pk).update(message_count=F("message_count") + count)
-    session.refresh_from_db(fields=["message_count"])
+def _reserve(session: Session, count: int, *, conversation: int) -> int:
+    """Take ``count`` sequence numbers at once, ``conversation`` of them conversation
+    messages (as ``Session.append_message`` counts them one by one)."""
+    Session.objects.filter(pk=session.pk).update(
+        message_count=F("message_count") + count,
+        conversation_count=F("conversation_count") + conversation,
+    )
+    session.refresh_from_db(fields=["message_count", "conversation_count"])
     return session.message_count - count + 1
 
 

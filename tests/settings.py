@@ -62,6 +62,8 @@ from driftless.settings import (  # noqa: E402
 _RUN = os.environ.get("DRIFTLESS_TEST_RUN") or f"test{os.getpid()}"
 if SERVICES["postgres"]:
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("DRIFTLESS_TEST_DB", "test_driftless")}
+    # No pool: its idle connections would keep the test database from being dropped.
+    DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
     # DRIFTLESS_DB_NAME points that subprocess at the already created test database itself.
     if os.environ.get("DRIFTLESS_DB_NAME"):
         DATABASES["default"]["NAME"] = os.environ["DRIFTLESS_DB_NAME"]

@@ -278,3 +278,77 @@ def test_a_topics_messages_are_listed_in_order_with_tool_activity(alice, session
 def test_a_stranger_gets_404_for_a_topics_messages(stranger, session):
     topic = session.active_topic()
     assert client_for(stranger).get(f"/agents-api/topics/{topic.pk}/messages").status_code == 404
+
+
+# --- pages of messages and renaming ---------------------------------------------------------
+
+
+def test_a_topics_messages_come_in_pages_with_a_before_cursor(alice, session):
+    topic = session.active_topic()
+    for n in range(1, 8):
+        session.append_message(role="user", content=f"m{n}")
+    client = client_for(alice)
+    url = f"/agents-api/topics/{topic.pk}/messages"
+
+    latest = client.get(url, {"limit": 3}).json()
+    assert [m["content"] for m in latest] == ["m5", "m6", "m7"]
+    earlier = client.get(url, {"limit": 3, "before": latest[0]["seq"]}).json()
+    assert [m["content"] for m in earlier] == ["m2", "m3", "m4"]
+    first = client.get(url, {"limit": 3, "before": earlier[0]["seq"]}).json()
+    assert [m["content"] for m in first] == ["m1"]
+    assert client.get(url, {"before": 1}).json() == []
+    # Without parameters: the latest page, as the chat page opens it.
+    assert len(client.get(url).json()) == 7
+
+
+@pytest.mark.parametrize(
+    "query", [{"before": "abc"}, {"before": 0}, {"limit": 0}, {"limit": 10_000}, {"limit": "1.5"}]
+)
+def test_a_bad_cursor_is_a_400_that_names_the_parameter(alice, session, query):
+    topic = session.active_topic()
+    response = client_for(alice).get(f"/agents-api/topics/{topic.pk}/messages", query)
+    assert response.status_code == 400
+    assert set(response.json()) == set(query)
+
+
+def test_the_cursor_is_documented_in_the_openapi_schema(alice):
+    schema = client_for(alice).get("/agents-api/schema/", {"format": "json"}).json()
+    operation = schema["paths"]["/agents-api/topics/{topic_id}/messages"]["get"]
+    assert {p["name"] for p in operation["parameters"]} >= {"before", "limit", "topic_id"}
+    assert "patch" in schema["paths"]["/agents-api/sessions/{session_id}/"]
+
+
+def test_renaming_a_session(alice, session):
+    client = client_for(alice)
+    url = f"/agents-api/sessions/{session.pk}/"
+
+    response = client.patch(url, {"title": "  Trip to Lisbon  "}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["title"] == "Trip to Lisbon"
+    session.refresh_from_db()
+    assert session.title == "Trip to Lisbon"
+    assert client.patch(url, {"title": ""}, format="json").json()["title"] == ""
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"title": None}, {"title": 5}, {"title": "x" * 201}, {"title": "a\x00b"}]
+)
+def test_a_bad_title_is_refused_and_the_old_one_kept(alice, session, body):
+    Session.objects.filter(pk=session.pk).update(title="Kept")
+    response = client_for(alice).patch(f"/agents-api/sessions/{session.pk}/", body, format="json")
+    assert response.status_code == 400
+    session.refresh_from_db()
+    assert session.title == "Kept"
+
+
+def test_a_stranger_cannot_rename_or_page_through_a_session(stranger, session):
+    Session.objects.filter(pk=session.pk).update(title="Mine")
+    client = client_for(stranger)
+    response = client.patch(f"/agents-api/sessions/{session.pk}/", {"title": "x"}, format="json")
+    assert response.status_code == 404
+    topic = session.active_topic()
+    url = f"/agents-api/topics/{topic.pk}/messages"
+    assert client.get(url, {"before": 5}).status_code == 404
+    session.refresh_from_db()
+    assert session.title == "Mine"

@@ -258,13 +258,13 @@ async def test_the_next_message_sent_the_moment_turn_done_arrives_is_accepted(
 ):
     """A script (or a UI sending a queued message) answers turn.done at once; the worker
     thread may still be tidying up then, which must not count as a turn in progress."""
-    tidy_up = consumers.connections.close_all
+    tidy_up = consumers.close_old_connections
 
     def slow_tidy_up():
         time.sleep(0.5)
         tidy_up()
 
-    monkeypatch.setattr(consumers.connections, "close_all", slow_tidy_up)
+    monkeypatch.setattr(consumers, "close_old_connections", slow_tidy_up)
     fake_openai.reply_text("First answer.")
     fake_openai.reply_text("Second answer.")
     socket = await connected_socket(alice, session.pk)

@@ -1,5 +1,6 @@
 """Context assembly: the three layers, their order, the window and the stable prefix."""
 
+import itertools
 import json
 
 import pytest
@@ -30,11 +31,46 @@ def stable_text(session):
 # --- the window --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [21, 40, 400])
-def test_the_window_keeps_the_last_twenty_messages_of_the_active_topic(session, count):
+@pytest.mark.parametrize(
+    ("count", "first"),
+    [(20, 1), (21, 17), (36, 17), (37, 33), (52, 33), (53, 49), (400, 385), (401, 385)],
+)
+def test_the_window_trims_sixteen_messages_at_once_and_never_holds_more_than_twenty(
+    session, count, first
+):
     add_messages(session, count)
     window = window_of(assemble_context(session=session))
-    assert [m["content"] for m in window] == [f"m{seq}" for seq in range(count - 19, count + 1)]
+    assert [m["content"] for m in window] == [f"m{seq}" for seq in range(first, count + 1)]
+    assert 5 <= len(window) <= 20
+
+
+def test_the_window_keeps_its_first_message_while_a_long_topic_grows(session):
+    """Turn after turn of a long topic (a user message, a reply, now and then a tool round),
+    the window never passes 20 messages, and its first message changes only every sixteen
+    stored messages: eight turns in a row past the first twenty messages, ten before."""
+    firsts, sizes = [], []
+    for turn in range(60):
+        add_message(session, Message.Role.USER, f"question {turn}")
+        window = window_of(assemble_context(session=session))  # what this turn sends
+        sizes.append(len(window))
+        firsts.append(window[0]["content"] or window[0]["tool_calls"][0]["id"])
+        if turn % 7 == 3:
+            add_tool_round(session, ["notes"], tag=f"t{turn}-")
+        add_message(session, Message.Role.ASSISTANT, f"answer {turn}")
+    assert max(sizes) <= 20
+    runs = [len(list(group)) for _, group in itertools.groupby(firsts)]
+    assert runs[0] >= 9  # the topic's first 20 messages (one tool round among them)
+    assert min(runs[1:-1]) >= 7  # a trim drops sixteen messages: a tool round costs a turn
+    assert len(runs) <= 10  # 138 messages: the first 20, then at most one trim per 16
+
+
+def test_the_inspector_shows_the_window_policy(session):
+    add_messages(session, 27)
+    span = assemble_context(session=session).as_dict()["window"]
+    assert span["topic_messages"] == 27 and span["kept"] == 11
+    assert span["max_messages"] == 20 and span["block"] == 16
+    assert "the last 5 to 20 messages" in span["policy"]
+    assert "the oldest 16 are dropped at once" in span["policy"]
 
 
 def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):
@@ -54,29 +90,29 @@ def test_only_the_active_topic_is_in_the_window(session):
 
 
 def test_error_records_are_never_sent_to_the_model(session):
-    add_messages(session, 30)
+    add_messages(session, 35)
     add_message(session, Message.Role.ERROR, "provider timed out")
     add_message(session, Message.Role.USER, "retry please")
     window = window_of(assemble_context(session=session))
-    assert len(window) == 20
+    assert len(window) == 20  # 36 messages the model may see: the error is not one
     assert all(m["content"] != "provider timed out" for m in window)
     assert window[-1]["content"] == "retry please"
 
 
 def test_a_tool_call_and_its_result_are_never_split_at_the_window_edge(session):
-    add_messages(session, 30)
-    add_tool_round(session, ["notes"], tag="edge")  # assistant call + its result
+    add_messages(session, 15)
+    add_tool_round(session, ["notes"], tag="edge")  # assistant call (16) + its result (17)
     add_messages(session, 19, prefix="after")
-    # The last 20 rows are the tool result and 19 messages: the call fell outside.
+    # The window of 36 messages starts at the 17th, the tool result: its call fell outside.
     window = window_of(assemble_context(session=session))
     assert_valid_openai_thread(window)
     assert window[0]["role"] != "tool"
-    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(33, 52)]
+    assert [m["content"] for m in window] == [f"after{seq}" for seq in range(18, 37)]
 
 
 def test_a_call_inside_the_window_keeps_all_of_its_results(session):
-    add_messages(session, 30)
-    add_tool_round(session, ["notes", "important_info"], tag="in")
+    add_messages(session, 16)
+    add_tool_round(session, ["notes", "important_info"], tag="in")  # 17, 18 and 19
     add_messages(session, 17, prefix="after")
     window = window_of(assemble_context(session=session))
     assert_valid_openai_thread(window)

@@ -10,7 +10,7 @@ from memory.notes import append_notes
 from memory.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-MAX_QUERIES = 6  # session+agent, topics, window, notes, facts, memory (cache miss)
+MAX_QUERIES = 7  # session+agent, topics, window (count, rows), notes, facts, memory (miss)
 
 
 def count_queries(session) -> tuple[int, int]:

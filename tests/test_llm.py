@@ -342,18 +342,55 @@ def test_offline_malformed_command_explains_the_syntax(command: str, usage: str)
     assert "".join(deltas) == completion.content
 
 
-def test_offline_reports_a_tool_result_plainly():
+@pytest.mark.parametrize(
+    ("command", "arguments", "result", "sentence"),
+    [
+        (
+            "/remember favourite colour = teal",
+            {"operation": "$set", "key": "favourite colour", "value": "teal"},
+            {"ok": True, "key": "favourite colour", "value": "teal"},
+            "Remembered: favourite colour = teal",
+        ),
+        (
+            "/forget favourite colour",
+            {"operation": "$unset", "key": "favourite colour"},
+            {"ok": True, "key": "favourite colour", "removed": True},
+            "Forgot: favourite colour",
+        ),
+        (
+            "/forget x",
+            {"operation": "$unset", "key": "x"},
+            {"ok": True, "key": "x", "removed": False},
+            "Nothing stored under 'x'",
+        ),
+        (
+            "/note we chose PostgreSQL",
+            {"operation": "$set", "content": "we chose PostgreSQL"},
+            {"ok": True, "topic_id": 1, "notes": "we chose PostgreSQL"},
+            "Noted: we chose PostgreSQL",
+        ),
+        (
+            "/remember a = b",
+            {"operation": "$set", "key": "a", "value": "b"},
+            {"error": "value must be at most 2000 characters"},
+            "important_info failed: value must be at most 2000 characters",
+        ),
+    ],
+)
+def test_offline_says_what_a_command_did_in_a_sentence(command, arguments, result, sentence):
     call = {"id": "offline-call-1", "type": "function"}
-    call["function"] = {"name": "important_info", "arguments": "{}"}
+    name = "notes" if command.startswith("/note") else "important_info"
+    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
     messages = [
-        {"role": "user", "content": "/remember a = b"},
+        {"role": "user", "content": command},
         {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "offline-call-1", "content": '{"ok": true}'},
+        {"role": "tool", "tool_call_id": "offline-call-1", "content": json.dumps(result)},
     ]
 
     _, completion = _drain(OfflineModel().stream(messages=messages))
 
-    assert completion.content == 'Done: important_info → {"ok": true}'
+    assert completion.content == sentence
+    assert "Done" not in completion.content and "{" not in completion.content
     assert completion.tool_calls == ()
 
 

@@ -204,3 +204,78 @@ def test_every_page_and_panel_endpoint_works_on_the_embedded_default(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "EMBEDDED OK" in result.stdout
+
+
+@pytest.mark.parametrize("page", ["home", "chat"])
+def test_pages_with_live_state_are_never_cached(as_alice, session, page):
+    """A Back button must re-read the page, not show the copy from before the last message."""
+    response = as_alice.get("/" if page == "home" else f"/sessions/{session.pk}/")
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+
+
+def test_home_counts_the_messages_the_thread_shows_and_says_just_now(as_alice, session):
+    session.append_message(role=Message.Role.USER, content="Remember my colour")
+    call = {"id": "c1", "type": "function", "function": {"name": "notes", "arguments": "{}"}}
+    session.append_message(role=Message.Role.ASSISTANT, content="", tool_calls=[call])
+    session.append_message(role=Message.Role.TOOL, tool_call_id="c1", content="{}")
+    session.append_message(role=Message.Role.ASSISTANT, content="Noted.")
+
+    page = as_alice.get("/").content.decode()
+
+    assert "2 messages · just now" in page
+    assert "0 minutes" not in page and "4 messages" not in page
+
+
+def test_an_older_session_says_how_long_ago(as_alice, session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Session.objects.filter(pk=session.pk).update(
+        updated_at=timezone.now() - timedelta(hours=3, minutes=5)
+    )
+    assert "3\xa0hours ago" in as_alice.get("/").content.decode()
+
+
+def test_the_demo_agent_card_speaks_to_people_not_in_tool_names(as_alice, alice):
+    from django.core.management import call_command
+
+    call_command("seed_demo", stdout=open(os.devnull, "w"))
+    Agent.objects.get(name="Drift").organization.members.add(alice)
+    page = as_alice.get("/").content.decode()
+    assert "Drift" in page
+    assert "important_info" not in page and "with notes" not in page
+
+
+def test_the_chat_page_lists_your_sessions_newest_first_and_nobody_elses(
+    as_alice, alice, bob, agent, session
+):
+    from django.utils import timezone
+
+    older = Session.objects.start(user=alice, agent=agent, title="Older plans")
+    Session.objects.filter(pk=older.pk).update(updated_at=timezone.now().replace(year=2020))
+    Session.objects.start(user=bob, agent=agent, title="Bob's secret project")
+    session.active_topic().__class__.objects.filter(pk=session.active_topic().pk).update(
+        title="Database choice"
+    )
+
+    state = initial_state(as_alice.get(f"/sessions/{session.pk}/"))
+
+    assert [(s["id"], s["shown_title"]) for s in state["sessions"]] == [
+        (session.pk, "Database choice"),
+        (older.pk, "Older plans"),
+    ]
+
+
+def test_the_chat_page_opens_on_the_last_page_of_a_long_topic(as_alice, session):
+    from chat.api.serializers import MESSAGE_PAGE_SIZE
+
+    for n in range(MESSAGE_PAGE_SIZE + 5):
+        session.append_message(role=Message.Role.USER, content=f"message {n}")
+
+    state = initial_state(as_alice.get(f"/sessions/{session.pk}/"))
+
+    assert len(state["messages"]) == MESSAGE_PAGE_SIZE == state["page_size"]
+    assert state["messages"][0]["content"] == "message 5"
+    assert state["messages"][-1]["content"] == f"message {MESSAGE_PAGE_SIZE + 4}"

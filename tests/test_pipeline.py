@@ -1,9 +1,12 @@
 """The evaluation entry point: guards, the in-place refresh, the ten-message trigger."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memory import events
-from memory.models import Message, Topic
+from memory.context import assemble_context
+from memory.models import Message, Session, Topic
 from memory.pipeline import evaluate_session, note_message_stored
 from memory.tasks import evaluate_session_task
 from tests.evaluation_helpers import (
@@ -15,6 +18,7 @@ from tests.evaluation_helpers import (
     say,
     summary_answer,
 )
+from tests.memory_builders import add_messages
 
 
 def evaluate(session, detector=None):
@@ -42,7 +46,7 @@ def test_without_drift_the_topic_is_refreshed_in_place(
         6,
     )
     session.refresh_from_db()
-    assert session.drift_result == "continuing: Balcony garden"
+    assert session.drift_result == ""  # no new subject: the stable prefix keeps its bytes
     assert Topic.objects.filter(session=session).count() == 1
     (event,) = published
     assert (event["type"], event["reason"]) == ("topic.updated", "refresh")
@@ -50,6 +54,29 @@ def test_without_drift_the_topic_is_refreshed_in_place(
         "Balcony garden",
         "promoted",
     )
+
+
+def test_a_refresh_that_finds_no_new_subject_leaves_the_stable_prefix_byte_identical(
+    fake_openai, session
+):
+    converse(session, SUBJECT_A + SUBJECT_B)
+    fake_openai.reply_json(summary_answer(title="Balcony garden", keep=True))
+    assert evaluate(session).action == "forked"
+    forked = stable_prefix(session)
+    assert b"forked from: Balcony garden" in forked
+
+    for number, title in enumerate(("Laptop battery", "Laptop sleep and wake-on-LAN")):
+        say(session, "user", f"Does the battery still drain, night {number}?")
+        say(session, "assistant", "Less: the adapter no longer wakes it.")
+        fake_openai.reply_json(summary_answer(title=title, keep=bool(number)))
+        outcome = evaluate(session)
+        assert outcome.action == "refreshed"
+        assert session.active_topic().title == title  # the refresh did its work...
+        assert stable_prefix(session) == forked  # ...without touching a byte of the prefix
+
+
+def stable_prefix(session) -> bytes:
+    return assemble_context(session=session).messages[0]["content"].encode("utf-8")
 
 
 def test_a_second_evaluation_with_no_new_message_is_skipped(fake_openai, session):
@@ -133,7 +160,7 @@ def enqueued(monkeypatch):
 def store(session, role, content="", **fields):
     """What the message-send handler does: store, then tell the pipeline."""
     message = say(session, role, content, **fields)
-    note_message_stored(session_id=session.pk, message_count=message.seq)
+    note_message_stored(session=session, message=message)
     return message
 
 
@@ -179,3 +206,42 @@ def test_the_enqueue_waits_for_the_commit(session, enqueued, django_capture_on_c
     for callback in callbacks:
         callback()
     assert enqueued == [[session.pk, "interval", None]]
+
+
+def test_the_heartbeat_fires_every_ten_conversation_messages_at_constant_cost_at_10000(
+    session, enqueued, django_capture_on_commit_callbacks
+):
+    """A session of 10,000 messages: the 10th, 20th and 30th conversation messages after
+    it enqueue an evaluation; every store plus its heartbeat check runs the same queries
+    as in a new session, whatever else (tool rounds) is stored in between."""
+    add_messages(session, 10_000)
+    assert session.conversation_count == 10_000
+    fresh = Session.objects.start(user=session.user, agent=session.agent)
+    call = {"id": "c1", "type": "function", "function": {"name": "notes", "arguments": "{}"}}
+
+    def stored_queries(owner, role, content="", **fields) -> int:
+        with django_capture_on_commit_callbacks(execute=True):  # as if each one committed
+            with CaptureQueriesContext(connection) as captured:
+                store(owner, role, content, **fields)
+        return len(captured.captured_queries)
+
+    baseline = stored_queries(fresh, "user", "hello")
+    queries, fired_at = [], []
+    for number in range(1, 31):
+        if number % 7 == 0:  # tool traffic does not count, and costs no more
+            queries.append(stored_queries(session, "assistant", "", tool_calls=[call]))
+            queries.append(stored_queries(session, "tool", "ok", tool_call_id="c1"))
+        before = len(enqueued)
+        role = "user" if number % 2 else "assistant"
+        queries.append(stored_queries(session, role, f"message {number}"))
+        if len(enqueued) > before:
+            fired_at.append(number)
+
+    assert fired_at == [10, 20, 30]
+    assert enqueued == [[session.pk, "interval", None]] * 3
+    assert set(queries) == {baseline}
+    assert baseline <= 5  # the transaction, the counts, the active topic, the insert
+    assert session.conversation_count == 10_030
+    assert (
+        session.conversation_count == Message.objects.filter(session=session).conversation().count()
+    )

@@ -32,6 +32,7 @@ def check_with(env: dict[str, str]) -> subprocess.CompletedProcess:
         ("DEBUG", "maybe"),
         ("LLM_TIMEOUT_SECONDS", "soon"),
         ("DRIFT_SCAN_BACK", "0"),
+        ("STREAM_BATCH_SECONDS", "-1"),
     ],
 )
 def test_a_bad_setting_stops_start_up_naming_the_variable(name, value):
@@ -76,6 +77,37 @@ def test_database_url_options_reach_the_connection(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["require", "7", "ledger"]
+
+
+@pytest.mark.parametrize(("size", "expected"), [("", "40 0"), ("12", "12 0"), ("0", "None 60")])
+def test_each_server_process_keeps_a_bounded_pool_of_database_connections(tmp_path, size, expected):
+    """Turn threads borrow a pooled connection (CONN_MAX_AGE must then be 0);
+    DATABASE_POOL_SIZE=0 falls back to persistent per-thread connections."""
+    script = (
+        "from django.conf import settings; db = settings.DATABASES['default']; "
+        "pool = db.get('OPTIONS', {}).get('pool'); "
+        "print(pool and pool['max_size'], db['CONN_MAX_AGE'], db['OPTIONS'].get('sslmode'))"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    clean.pop("DJANGO_SETTINGS_MODULE", None)
+    env = {
+        **clean,
+        "DEBUG": "true",
+        "DRIFTLESS_VAR_DIR": str(tmp_path),
+        "DATABASE_URL": "postgres://app@db.example:5432/ledger?sslmode=require",
+    }
+    if size:
+        env["DATABASE_POOL_SIZE"] = size
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [*expected.split(), "require"]
 
 
 def test_a_bad_database_url_is_refused_without_echoing_its_password():

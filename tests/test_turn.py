@@ -64,6 +64,27 @@ def test_it_stores_the_user_message_then_the_streamed_reply_with_its_usage(
     ]
 
 
+LONG_REPLY = " ".join(f"word{number} ünïcode 🌿" for number in range(60))
+
+
+@pytest.mark.parametrize(("batch_seconds", "most_events"), [(0.1, 3), (0.0, 10_000)])
+def test_reply_deltas_are_coalesced_into_few_events_that_join_to_the_whole_reply(
+    session, fake_openai, events, settings, batch_seconds, most_events
+):
+    settings.STREAM_BATCH_SECONDS = batch_seconds
+    fake_openai.reply_text(LONG_REPLY)  # 180 word deltas, streamed at once
+
+    do_send_message(session=session, content="Tell me a long story")
+
+    deltas = [e["delta"] for e in events if e["type"] == "reply.delta"]
+    assert "".join(deltas) == LONG_REPLY
+    assert len(deltas) <= most_events
+    if batch_seconds:
+        assert deltas[0] == "word0"  # the first piece is not held back
+    else:
+        assert len(deltas) == 180  # the per-token path: one event per streamed word
+
+
 def test_it_sends_the_scope_prompt_cache_key_and_the_assembled_stack(session, fake_openai):
     do_send_message(session=session, content="Hi!")
 
@@ -250,11 +271,11 @@ def test_an_unexpected_error_is_recorded_without_its_details(session, monkeypatc
 def test_every_stored_message_is_reported_to_the_pipeline_with_its_count(
     session, fake_openai, monkeypatch
 ):
-    noted: list[int] = []
+    noted: list[tuple[int, int]] = []
     monkeypatch.setattr(
         turn_module,
         "note_message_stored",
-        lambda *, session_id, message_count: noted.append(message_count),
+        lambda *, session, message: noted.append((message.seq, session.conversation_count)),
     )
     fake_openai.reply_tool_calls(
         [
@@ -266,7 +287,8 @@ def test_every_stored_message_is_reported_to_the_pipeline_with_its_count(
 
     do_send_message(session=session, content="Take two notes")
 
-    assert noted == [1, 2, 3, 4, 5]
+    # (sequence number, conversation messages so far): the call and its results do not count
+    assert noted == [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2)]
 
 
 def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alice, agent):
@@ -281,7 +303,7 @@ def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alic
         "value": "green",
     }
     assert json.loads(tool_message.content)["value"] == "green"
-    assert result.reply.content.startswith("Done: important_info")
+    assert result.reply.content == "Remembered: tea = green"
     assert result.reply.model_name == "offline"
 
 

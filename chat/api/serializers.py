@@ -66,6 +66,42 @@ class SessionDetailSerializer(SessionSerializer):
         return next((topic.pk for topic in session.topics.all() if topic.is_active), None)
 
 
+# How many messages the chat page shows at first and each "load earlier" adds.
+MESSAGE_PAGE_SIZE = 200
+MAX_MESSAGE_PAGE_SIZE = 500
+
+
+class MessagePageSerializer(serializers.Serializer):
+    """Query parameters of a topic's messages: a cursor on ``seq``, newest page first."""
+
+    before = serializers.IntegerField(
+        min_value=1, required=False, help_text="Only messages with a smaller seq."
+    )
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_MESSAGE_PAGE_SIZE,
+        default=MESSAGE_PAGE_SIZE,
+        help_text="At most this many messages, the latest ones.",
+    )
+
+
+class _TextOnly(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class RenameSessionSerializer(serializers.Serializer):
+    title = _TextOnly(
+        max_length=200,
+        allow_blank=True,
+        help_text="The new title; empty to show the active topic's title again.",
+    )
+
+
 class StartSessionSerializer(serializers.Serializer):
     agent = serializers.PrimaryKeyRelatedField(
         queryset=Agent.objects.none(), help_text="An agent of one of your organizations."

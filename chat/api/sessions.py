@@ -18,9 +18,12 @@ from rest_framework.views import APIView
 
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
 from chat.api.serializers import (
+    MESSAGE_PAGE_SIZE,
     AgentSerializer,
     DetailSerializer,
+    MessagePageSerializer,
     MessageSerializer,
+    RenameSessionSerializer,
     SendMessageSerializer,
     SessionDetailSerializer,
     SessionSerializer,
@@ -41,7 +44,7 @@ from chat.turn import (
 from memory.curation import CurationRefused, do_user_edit_topic
 from memory.deletion import DeletionRefused, do_delete_topic
 from memory.models import Agent, Deletion, Session
-from memory.thread import usage_totals
+from memory.thread import topic_page, usage_totals
 
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions.")
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
@@ -97,6 +100,18 @@ class SessionDetail(APIView):
     )
     def get(self, request: Request, session_id: int) -> Response:
         return Response(_session_detail(owned_session_or_404(request.user, session_id)))
+
+    @extend_schema(
+        request=RenameSessionSerializer,
+        responses={200: SessionDetailSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
+        summary="Rename a session (an empty title goes back to the active topic's)",
+    )
+    def patch(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        form = RenameSessionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        Session.objects.filter(pk=session.pk).update(title=form.validated_data["title"])
+        return Response(_session_detail(session))
 
     @extend_schema(
         responses={204: _DELETED, 404: _NOT_FOUND, 409: _BUSY},
@@ -207,12 +222,25 @@ class TopicDetail(APIView):
 
 class TopicMessages(APIView):
     @extend_schema(
-        responses={200: MessageSerializer(many=True), 404: _NOT_FOUND},
-        summary="A topic's messages in order, tool calls, results and error records included",
+        parameters=[MessagePageSerializer],
+        responses={
+            200: MessageSerializer(many=True),
+            400: OpenApiResponse(description="`before` or `limit` is not a positive integer."),
+            404: _NOT_FOUND,
+        },
+        summary="A topic's latest messages, oldest first, tool activity and error records included",
+        description=(
+            "At most `limit` messages (default and the chat page's first view: "
+            f"{MESSAGE_PAGE_SIZE}), the latest ones, oldest first. To read further back, ask "
+            "again with `before` set to the `seq` of the first message you have; fewer than "
+            "`limit` messages in an answer means there are no earlier ones."
+        ),
     )
     def get(self, request: Request, topic_id: int) -> Response:
         topic = owned_topic_or_404(request.user, topic_id)
-        return Response(MessageSerializer(topic.messages.order_by("seq"), many=True).data)
+        page = MessagePageSerializer(data=request.query_params)
+        page.is_valid(raise_exception=True)
+        return Response(MessageSerializer(topic_page(topic, **page.validated_data), many=True).data)
 
 
 def _session_detail(session: Session) -> dict:

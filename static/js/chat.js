@@ -1,6 +1,11 @@
 /*
- * The chat page: wires the socket, the composer, the thread, the topics sidebar, the
- * inspector and the lifecycle triggers together.
+ * The chat page: wires the socket, the composer, the thread, the sidebar (sessions and
+ * topics), the inspector and the lifecycle triggers together.
+ *
+ * The page opens on the last page of the active topic (initial.page_size messages); "Load
+ * earlier messages" reads the page before it (?before=<seq of the first one shown>). When
+ * the browser shows the page again from its back-forward cache, everything is read again:
+ * the copy in that cache is as old as the moment the page was left.
  *
  * The socket (ws/sessions/<id>/) reconnects by itself with exponential backoff and jitter;
  * after a reconnect the page re-reads topics and messages, since events may have been
@@ -37,6 +42,8 @@
   let watchdog = null;
   let viewedId = null; // the topic whose messages are shown
   let viewedMessages = [];
+  let hasEarlier = false; // the viewed topic has messages before the first one shown
+  const pageSize = initial.page_size;
   let restoredDraft = null; // a sent message given back to the composer when the socket dropped
 
   // --- parts ----------------------------------------------------------------------------------
@@ -47,12 +54,19 @@
   window.DriftlessLifecycle.installExitTriggers(evaluator);
 
   const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id), onDeleted: topicDeleted });
+  const sessions = D.createSessions({
+    list: $("session-list"),
+    api,
+    currentId: sessionId,
+    onRenamed: () => showSessionName(),
+  });
   const thread = D.createThread({
     root: $("thread"),
     scroller: $("thread-scroll"),
     agentName,
     onRetry: retry,
     onOpenTopic: (id) => openTopic(id),
+    onLoadEarlier: () => loadEarlier(),
   });
   const inspector = D.createInspector({
     api,
@@ -75,6 +89,13 @@
   }
 
   const normalize = (message) => ({ ...message, topic_id: message.topic_id !== undefined ? message.topic_id : message.topic });
+  const messagesUrl = (id) => "/agents-api/topics/" + id + "/messages?limit=" + pageSize;
+
+  function showSessionName() {
+    const name = sessions.title(sessionId);
+    $("session-name").textContent = name;
+    document.title = name + " · " + agentName + " · Driftless";
+  }
 
   // --- viewing topics -------------------------------------------------------------------------
   function previousLink(id) {
@@ -82,16 +103,31 @@
     return previous === null ? null : { id: previous, title: topics.title(previous) };
   }
 
-  function showTopic(id, messages) {
+  function showTopic(id, messages, { earlier = messages.length >= pageSize, keepScroll = false } = {}) {
     const active = id === topics.activeId();
     viewedId = id;
     viewedMessages = messages;
+    hasEarlier = earlier;
     topics.setViewed(id);
     $("conv-title").textContent = topics.title(id);
     $("viewing-past").hidden = active;
     $("viewing-past-text").textContent = "You are reading “" + topics.title(id) + "”, an earlier topic.";
-    thread.render(messages, { previous: active ? previousLink(id) : null, readOnly: !active });
+    thread.render(messages, { previous: active && !earlier ? previousLink(id) : null, readOnly: !active, earlier, keepScroll });
     inspector.refresh("notes");
+  }
+
+  async function loadEarlier() {
+    if (!hasEarlier || !viewedMessages.length) return;
+    const id = viewedId;
+    try {
+      const data = await api.get(messagesUrl(id) + "&before=" + viewedMessages[0].seq);
+      if (viewedId !== id) return;
+      const older = D.results(data).map(normalize);
+      showTopic(id, older.concat(viewedMessages), { earlier: older.length >= pageSize, keepScroll: true });
+      D.announce(older.length ? older.length + " earlier messages loaded." : "There are no earlier messages.");
+    } catch (err) {
+      D.toast("Could not load earlier messages: " + err.message);
+    }
   }
 
   async function openTopic(id) {
@@ -101,7 +137,7 @@
       return;
     }
     try {
-      const data = await api.get("/agents-api/topics/" + id + "/messages");
+      const data = await api.get(messagesUrl(id));
       showTopic(id, D.results(data).map(normalize));
     } catch (err) {
       D.toast("Could not open that topic: " + err.message);
@@ -111,7 +147,7 @@
   async function reloadActive() {
     const id = topics.activeId();
     try {
-      const data = await api.get("/agents-api/topics/" + id + "/messages");
+      const data = await api.get(messagesUrl(id));
       showTopic(id, D.results(data).map(normalize));
     } catch (err) {
       D.toast("Could not load the conversation: " + err.message);
@@ -124,6 +160,7 @@
     try {
       const list = D.results(await api.get("/agents-api/sessions/" + sessionId + "/topics/"));
       list.forEach((topic) => topics.upsert(topic));
+      nameFromActiveTopic();
       // A turn still running announces itself again with its next delta.
       setWorking(false);
       await (wasViewingActive ? reloadActive() : openTopic(viewedId));
@@ -137,9 +174,17 @@
       }
       restoredDraft = null;
       inspector.refresh("memory", "facts", "notes", "context");
+      await sessions.refresh();
     } catch (err) {
       D.toast("Could not refresh the conversation: " + err.message);
     }
+  }
+
+  /** A session without a title of its own is named after its active topic. */
+  function nameFromActiveTopic() {
+    const active = topics.get(topics.activeId());
+    if (active && active.title) sessions.touch({ shown_title: active.title });
+    showSessionName();
   }
 
   // --- working state --------------------------------------------------------------------------
@@ -161,6 +206,7 @@
   const handlers = {
     "message.created"({ message }) {
       message = normalize(message);
+      sessions.touch({ updated_at: new Date().toISOString() });
       if (message.topic_id === viewedId && !thread.has(message.id)) {
         viewedMessages.push(message);
         thread.append(message);
@@ -198,6 +244,7 @@
       const wasViewingActive = viewedId === topics.activeId();
       if (previous) topics.upsert(previous);
       topics.upsert(topic, { fresh: true });
+      nameFromActiveTopic();
       evaluator.reset();
       if (wasViewingActive) {
         const moved = new Set(relocated || []);
@@ -212,6 +259,7 @@
     "topic.updated"({ topic, reason }) {
       topics.upsert(topic);
       if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
+      if (topic.id === topics.activeId()) nameFromActiveTopic();
       if (reason === "curation" || reason === "summary") inspector.refresh("memory");
     },
     "topic.deleted"({ topic_id: id }) {
@@ -325,7 +373,16 @@
 
   window.addEventListener("online", reconnectNow);
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible" && !socket) reconnectNow();
+    if (document.visibilityState !== "visible") return;
+    if (!socket) reconnectNow();
+    sessions.refresh().catch(() => {});
+  });
+  // Shown again from the back-forward cache: that copy is as old as the moment the page was
+  // left, so read everything again (and reconnect: the socket was closed on the way out).
+  window.addEventListener("pageshow", (event) => {
+    if (!event.persisted) return;
+    if (socket) resync();
+    else reconnectNow();
   });
 
   // --- the composer -----------------------------------------------------------------------------
@@ -412,8 +469,33 @@
     if (event.key === "Escape") closeDrawers();
   });
 
+  // --- the brain legend: shown until dismissed, then one click away ----------------------------
+  const legendKey = "driftless:brain-legend-seen";
+  function showLegend(open) {
+    $("brain-legend").hidden = !open;
+    $("legend-toggle").setAttribute("aria-expanded", String(open));
+  }
+  $("legend-dismiss").addEventListener("click", () => {
+    try {
+      localStorage.setItem(legendKey, "1");
+    } catch (err) {
+      // Without storage the legend simply shows again next time.
+    }
+    showLegend(false);
+    $("legend-toggle").focus();
+  });
+  $("legend-toggle").addEventListener("click", () => showLegend($("brain-legend").hidden));
+  try {
+    showLegend(!localStorage.getItem(legendKey));
+  } catch (err) {
+    showLegend(true);
+  }
+
   // --- start --------------------------------------------------------------------------------------
   topics.load(initial.topics);
+  sessions.load(initial.sessions);
+  nameFromActiveTopic();
+  setInterval(() => sessions.tick(), 60000);
   showTopic(topics.activeId(), initial.messages);
   // A link from search opens the session at a topic: /sessions/<id>/#topic-<topic id>.
   const linked = /^#topic-(\d+)$/.exec(location.hash);

@@ -3,8 +3,8 @@
  *
  * Safety comes from the order of work: the whole text is HTML-escaped first, and only
  * then are a few tags added around pieces of that escaped text (paragraphs, line breaks,
- * code blocks, inline code, bold, italics, strikethrough, headings, quotes, lists, rules
- * and links). No character of the message can ever become markup, and a link is only
+ * code blocks, inline code, bold, italics, strikethrough, headings, quotes, lists, rules,
+ * tables and links). No character of the message can ever become markup, and a link is only
  * made for an http(s) address, so `javascript:` and friends stay plain text.
  *
  * It also copes with text that is still streaming: an unclosed code fence renders as a
@@ -61,6 +61,8 @@
   const RULE = /^\s{0,3}([-*_])(\s*\1){2,}\s*$/;
   const QUOTE = /^\s{0,3}&gt;\s?(.*)$/;
   const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+  // A table: a header row, then a delimiter row such as |---|:---:|---:|
+  const TABLE_DELIMITER = /^\s{0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
 
   function render(source) {
     const text = escapeHtml(String(source == null ? "" : source).replace(/\u0000/g, "").replace(/\r\n?/g, "\n"));
@@ -97,13 +99,18 @@
           i += 1;
         }
         out.push("<blockquote>" + blocks(quoted).join("") + "</blockquote>");
+      } else if (startsTable(lines, i)) {
+        const start = i;
+        i += 2;
+        while (i < lines.length && lines[i].includes("|") && lines[i].trim()) i += 1;
+        out.push(table(lines.slice(start, i)));
       } else if (ITEM.test(line)) {
         const start = i;
         while (i < lines.length && (ITEM.test(lines[i]) || (lines[i].trim() && /^\s+/.test(lines[i])))) i += 1;
         out.push(list(lines.slice(start, i)));
       } else {
         const para = [];
-        while (i < lines.length && lines[i].trim() && !startsBlock(lines[i])) para.push(lines[i++].trim());
+        while (i < lines.length && lines[i].trim() && !startsBlock(lines[i]) && !startsTable(lines, i)) para.push(lines[i++].trim());
         out.push("<p>" + para.map(inline).join("<br>") + "</p>");
       }
     }
@@ -112,6 +119,33 @@
 
   function startsBlock(line) {
     return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
+  }
+
+  function startsTable(lines, i) {
+    const next = lines[i + 1];
+    return lines[i].includes("|") && next !== undefined && next.includes("-") && TABLE_DELIMITER.test(next) && cells(lines[i]).length === cells(next).length;
+  }
+
+  /** The cells of a table row: split on | (not on an escaped \|), outer pipes optional. */
+  function cells(row) {
+    let text = row.trim();
+    if (text.startsWith("|")) text = text.slice(1);
+    if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
+    return text.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+  }
+
+  function table(lines) {
+    const aligns = cells(lines[1]).map((spec) => {
+      const left = spec.startsWith(":");
+      const right = spec.endsWith(":");
+      return left && right ? "center" : right ? "right" : left ? "left" : "";
+    });
+    const row = (line, tag) => {
+      const values = cells(line);
+      return "<tr>" + aligns.map((align, k) => "<" + tag + (align ? ' class="align-' + align + '"' : "") + ">" + inline(values[k] || "") + "</" + tag + ">").join("") + "</tr>";
+    };
+    const body = lines.slice(2).map((line) => row(line, "td")).join("");
+    return '<div class="table-wrap"><table><thead>' + row(lines[0], "th") + "</thead>" + (body ? "<tbody>" + body + "</tbody>" : "") + "</table></div>";
   }
 
   // Lists nest by indentation; a line that is not an item continues the item above it.

@@ -356,6 +356,12 @@
         el("div", { class: "stat" }, el("b", { text: ratio === null || ratio === undefined ? "–" : Math.round(ratio * 100) + "%" }), el("span", { text: cacheText }))
       );
       const nodes = [stats];
+      const span = data.window;
+      if (span) {
+        nodes.push(
+          el("p", { class: "ctx-window", text: "Conversation window: " + number(span.kept) + " of this topic's " + number(span.topic_messages) + " messages; " + span.policy + "." })
+        );
+      }
       for (const layer of data.layers || []) {
         nodes.push(el("h3", { class: "ctx-layer", text: (LAYER_NAMES[layer.name] || humanize(layer.name)) + " · " + number(layer.tokens) + " tok" }));
         const parts = (layer.parts || []).filter((part) => part.text);

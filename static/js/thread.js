@@ -5,8 +5,8 @@
  * Content is never parsed as HTML: user messages and tool payloads go in through
  * textContent, assistant replies through the escape-first Markdown renderer. Consecutive
  * assistant output of one turn (text, tool calls, their results, the final reply) shares
- * one row under the agent's avatar; each tool call is a compact <details> that expands to
- * its arguments and result.
+ * one row under the agent's avatar; each tool call is a compact <details> whose summary
+ * says what it did in a sentence and which expands to the call and its result (JSON).
  */
 (function (global) {
   "use strict";
@@ -14,7 +14,10 @@
   const { el, icon } = D;
   const md = global.DriftlessMarkdown;
   const NEAR_BOTTOM_PX = 140;
-  const BRIEF_LIMIT = 80;
+  // The server sends reply text in batches (at most one event per ~100 ms): each batch is
+  // revealed over about this many animation frames, so the text flows as it did token by
+  // token while the next batch is on its way.
+  const REVEAL_FRAMES = 6;
 
   function parseJson(text) {
     if (typeof text !== "string") return text;
@@ -36,22 +39,53 @@
     return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
   }
 
-  function brief(args) {
-    const parsed = parseJson(args);
-    if (!parsed || typeof parsed !== "object") return short(String(args || ""), BRIEF_LIMIT);
-    return short(
-      Object.entries(parsed)
-        .map(([key, value]) => key + ": " + short(value, 40))
-        .join(" · "),
-      BRIEF_LIMIT
-    );
-  }
+  // What a tool call did, in one sentence: the same words as memory/tool_words.py.
+  const STATE_WORDS = { promoted: "is in memory", none: "is not in memory", deprecated: "is deprecated (remembered as reversed)" };
+  const ACTION_WORDS = { promote: "Promoted “%” to memory", demote: "Took “%” out of memory", deprecate: "Deprecated “%”" };
+  const RUNNING_WORDS = { important_info: "Checking the facts…", notes: "Working on the notes…", manage_topic_memory: "Changing what is remembered…" };
+  const asObject = (value) => {
+    const parsed = parseJson(value);
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+  };
+  const words = (value, limit) => short(typeof value === "string" ? value.split(/\s+/).join(" ").trim() : JSON.stringify(value), limit || 120);
 
-  D.createThread = function createThread({ root, scroller, agentName, onRetry, onOpenTopic }) {
+  function describeTool(name, argsText, resultText) {
+    const args = asObject(argsText);
+    const data = asObject(resultText);
+    const op = args.operation;
+    if ("error" in data) return name + " failed: " + words(data.error);
+    if (name === "important_info" && ["$set", "$unset", "read"].includes(op)) {
+      const key = data.key !== undefined ? data.key : args.key;
+      if (op === "$set") return "Remembered: " + key + " = " + words(data.value !== undefined ? data.value : args.value);
+      if (op === "$unset") return data.removed ? "Forgot: " + key : "Nothing stored under '" + key + "'";
+      if ("facts" in data) {
+        const entries = Object.entries(data.facts || {});
+        if (!entries.length) return "No facts stored yet.";
+        const listed = entries.map(([k, v]) => k + " = " + words(v, 40)).join("; ");
+        return words("Read " + entries.length + " fact" + (entries.length === 1 ? "" : "s") + ": " + listed);
+      }
+      return data.found ? key + " = " + words(data.value) : "Nothing stored under '" + key + "'";
+    }
+    if (name === "notes" && ["$set", "update", "read"].includes(op)) {
+      if (op === "$set") return "Noted: " + words(args.content || "");
+      if (op === "update") return "Rewrote the notes of this topic.";
+      if (!data.notes) return "The notes are empty.";
+      return data.archived ? "Read the archived notes." : "Read the notes of this topic.";
+    }
+    if (name === "manage_topic_memory" && "memory_state" in data) {
+      const title = data.title || "this topic";
+      if (data.changed) return (ACTION_WORDS[args.action] || "Changed the memory of “%”").replace("%", title);
+      return "No change: “" + title + "” " + (STATE_WORDS[data.memory_state] || "is unchanged") + ".";
+    }
+    return name + " answered." + (data.truncated ? " (The answer was cut.)" : "");
+  }
+  D.describeTool = describeTool;
+
+  D.createThread = function createThread({ root, scroller, agentName, onRetry, onOpenTopic, onLoadEarlier }) {
     const rendered = new Map(); // message id -> node
     const chips = new Map(); // tool call id -> chip parts
     let group = null; // the open assistant row { node, body }
-    let stream = null; // { turnId, part, mdNode, text, frame }
+    let stream = null; // { turnId, part, mdNode, text, shown, frame, group }
     let working = null;
     let failure = null;
     let pending = null; // the user's message on its way: { content, node }
@@ -86,29 +120,32 @@
       return el("div", { class: "msg msg-user" }, el("span", { class: "visually-hidden", text: "You said:" }), el("div", { class: "bubble", text: content }));
     }
 
+    /** A tool call: what it did in a sentence; the call and its result (JSON) behind a disclosure. */
     function toolChip(call) {
       const fn = call.function || {};
       const name = fn.name || call.name || "tool";
       const args = fn.arguments !== undefined ? fn.arguments : call.arguments;
-      const status = el("span", { class: "tool-status", text: "running…" });
+      const sentence = el("span", { class: "tool-brief", text: RUNNING_WORDS[name] || "Using " + name + "…" });
+      const status = el("span", { class: "tool-status", text: "running" });
       const result = el("pre");
       const resultBox = el("div", { hidden: true }, el("h4", { text: "Result" }), result);
       const node = el(
         "details",
         { class: "tool" },
-        el(
-          "summary",
-          {},
-          icon("chevron-right", "chev"),
-          el("span", { class: "visually-hidden", text: "Tool call:" }),
-          el("span", { class: "tool-name", text: name }),
-          el("span", { class: "tool-brief", text: brief(args) }),
-          status
-        ),
-        el("div", { class: "tool-detail" }, el("h4", { text: "Arguments" }), el("pre", { text: pretty(args || "{}") }), resultBox)
+        el("summary", {}, icon("chevron-right", "chev"), sentence, status),
+        el("div", { class: "tool-detail" }, el("h4", { text: "Call: " + name }), el("pre", { text: pretty(args || "{}") }), resultBox)
       );
-      if (call.id) chips.set(call.id, { status, result, resultBox });
+      if (call.id) chips.set(call.id, { name, args, sentence, status, result, resultBox });
       return node;
+    }
+
+    function showResult(chip, content) {
+      chip.sentence.textContent = describeTool(chip.name, chip.args, content);
+      const failed = "error" in asObject(content);
+      chip.status.textContent = failed ? "failed" : "done";
+      chip.status.classList.add(failed ? "failed" : "done");
+      chip.result.textContent = pretty(content);
+      chip.resultBox.hidden = false;
     }
 
     function fillPart(part, mdNode, message) {
@@ -140,16 +177,14 @@
     function addToolResult(message) {
       const chip = chips.get(message.tool_call_id);
       if (chip) {
-        chip.status.textContent = "done";
-        chip.status.classList.add("done");
-        chip.result.textContent = pretty(message.content);
-        chip.resultBox.hidden = false;
+        showResult(chip, message.content);
         return null;
       }
-      // Its call is in another topic (a fork moved it): show the result on its own.
+      // Its call is in another topic (a fork moved it) or on an earlier page: the result alone.
       const node = toolChip({ id: "", name: message.tool_name || "tool", arguments: "" });
-      node.querySelector(".tool-status").textContent = "result";
-      node.querySelector(".tool-detail").replaceChildren(el("pre", { text: pretty(message.content) }));
+      const alone = { name: message.tool_name || "tool", args: "", sentence: node.querySelector(".tool-brief"), status: node.querySelector(".tool-status"), result: el("pre"), resultBox: el("div") };
+      node.querySelector(".tool-detail").replaceChildren(el("h4", { text: "Result" }), alone.result);
+      showResult(alone, message.content);
       const part = el("div", { class: "part" }, el("div", { class: "tools" }, node));
       openGroup().body.append(part);
       return part;
@@ -202,23 +237,42 @@
       );
     }
 
+    /** One animation frame of the stream: reveal a share of what has arrived. */
     function renderStream() {
       stream.frame = 0;
+      const { text } = stream;
+      let shown = Math.min(text.length, stream.shown + Math.ceil((text.length - stream.shown) / REVEAL_FRAMES));
+      const code = text.charCodeAt(shown - 1);
+      if (code >= 0xd800 && code <= 0xdbff) shown += 1; // never split a surrogate pair
+      stream.shown = shown;
       keepScrolled(() => {
-        stream.mdNode.innerHTML = md.render(stream.text);
+        stream.mdNode.innerHTML = md.render(text.slice(0, shown));
       });
+      if (shown < text.length) stream.frame = requestAnimationFrame(renderStream);
     }
 
     const api = {
-      /** Show a whole topic. `previous` is {id, title} of the topic it continues, if any. */
-      render(messages, { previous = null, readOnly = false } = {}) {
+      /**
+       * Show a topic's messages. `previous` is {id, title} of the topic it continues, if any;
+       * `earlier`: there are older messages (a "Load earlier messages" button comes first);
+       * `keepScroll`: messages were added above, so keep the reader where they were.
+       */
+      render(messages, { previous = null, readOnly = false, earlier = false, keepScroll = false } = {}) {
         const live = stream && !readOnly ? stream.group.node : null;
+        const fromBottom = scroller.scrollHeight - scroller.scrollTop;
         root.replaceChildren();
         rendered.clear();
         chips.clear();
         group = null;
         failure = null;
-        if (previous) {
+        if (earlier) {
+          const more = el("button", { type: "button", class: "previous-link load-earlier", onclick: () => {
+            more.disabled = true;
+            more.textContent = "Loading…";
+            onLoadEarlier();
+          } }, "Load earlier messages");
+          root.append(more);
+        } else if (previous) {
           root.append(el("button", { type: "button", class: "previous-link", onclick: () => onOpenTopic(previous.id) }, "Continued from “" + previous.title + "”"));
         }
         // A topic that ends in a failure offers Retry, as it did when the turn failed.
@@ -237,7 +291,8 @@
         else pending = null;
         if (!messages.length && !live && !pending) root.append(emptyState());
         if (working && !readOnly) root.append(working);
-        scroller.scrollTop = scroller.scrollHeight;
+        scroller.scrollTop = keepScroll ? scroller.scrollHeight - fromBottom : scroller.scrollHeight;
+        if (keepScroll) (root.querySelector(".load-earlier") || root).focus({ preventScroll: true });
       },
       append(message) {
         keepScrolled(() => append(message));
@@ -250,7 +305,7 @@
           const open = openGroup();
           open.body.append(part);
           open.node.setAttribute("aria-busy", "true");
-          stream = { turnId, part, mdNode, text: "", frame: 0, group: open };
+          stream = { turnId, part, mdNode, text: "", shown: 0, frame: 0, group: open };
           api.setWorking(true);
         }
         stream.text += text;

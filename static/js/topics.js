@@ -9,6 +9,10 @@
  * are sent one after another so the last press wins, and server events for a topic with
  * presses still in flight do not make the icon flicker back.
  *
+ * On hover and on keyboard focus, a visible label beside the brain names its state (the
+ * legend above the list explains all three the first time); screen readers get the same
+ * words from the description.
+ *
  * Rows are patched in place, never rebuilt, so keyboard focus stays on the button.
  */
 (function (global) {
@@ -101,6 +105,7 @@
         icon("brain", "brain-icon")
       );
       parts.desc = el("span", { id: descId, class: "visually-hidden" });
+      parts.tip = el("span", { class: "brain-tip", "aria-hidden": "true" });
       parts.title = el("span", { class: "topic-title" });
       parts.meta = el("span", { class: "topic-meta" });
       parts.open = el("button", { type: "button", class: "topic-open", onclick: () => onOpen(id) }, parts.title, parts.meta);
@@ -113,7 +118,7 @@
       parts.edit = el("button", { type: "button", class: "btn btn-quiet btn-small", onclick: () => edit(id) }, icon("edit"), "Edit");
       parts.remove = el("button", { type: "button", class: "btn btn-quiet btn-small btn-danger", onclick: () => confirmDelete(id) }, icon("trash"), "Delete");
       parts.actions = el("div", { class: "topic-actions" }, parts.edit, parts.remove);
-      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.actions, parts.desc);
+      parts.li = el("li", { class: "topic", dataset: { topicId: String(id) } }, parts.brain, parts.open, parts.expand, parts.summary, parts.actions, parts.desc, parts.tip);
       return parts;
     }
 
@@ -213,7 +218,8 @@
       row.remove.hidden = topic.is_active; // the active topic stays: a session always has one
       row.brain.dataset.state = state;
       row.brain.setAttribute("aria-label", "Memory: " + name);
-      row.brain.title = STATE_TEXT[state] + ". Click to " + ACTION_TEXT[state] + ".";
+      row.tip.textContent = STATE_TEXT[state] + " · click to " + ACTION_TEXT[state];
+      row.tip.dataset.state = state;
       row.desc.textContent = STATE_TEXT[state] + ". Press to " + ACTION_TEXT[state] + ".";
       if (pending.has(id)) row.brain.setAttribute("aria-busy", "true");
       else row.brain.removeAttribute("aria-busy");

@@ -23,7 +23,6 @@ from django.conf import settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "docs" / "screenshots"
 SERVER_START_SECONDS = 30
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

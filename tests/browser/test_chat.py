@@ -54,7 +54,8 @@ def test_a_user_logs_in_sends_a_message_and_sees_the_reply_stream_in(live, page,
         for e in events
         if e["type"] == "message.created" and e["message"]["role"] == "assistant"
     )
-    assert len(deltas) > 5, "the reply arrives in pieces"
+    # The first piece at once, the rest coalesced (the offline model streams instantly).
+    assert len(deltas) >= 2, "the reply arrives in pieces"
     assert "".join(deltas) == reply["content"]
     assert "Offline mode" in reply["content"]
     shown = page.locator(".msg-assistant .md").last.inner_text()
@@ -93,6 +94,8 @@ def test_the_markdown_renderer_only_makes_its_own_tags(open_chat, session):
         "**<svg onload=alert(1)>** _<iframe src=//evil>_",
         "- <style>body{display:none}</style>\n- [a](data:text/html,<script>alert(1)</script>)",
         'https://example.com/"><script>alert(1)</script>',
+        "| a | <b>b</b> |\n|---|:-:|\n| <script>alert(1)</script> | [x](javascript:alert(1)) |",
+        '| <img src=x onerror=alert(1)> |\n|---|\n| "><svg onload=alert(1)> \\| |',
     ]
     found = page.evaluate(
         """payloads => payloads.map(text => {
@@ -106,7 +109,7 @@ def test_the_markdown_renderer_only_makes_its_own_tags(open_chat, session):
         payloads,
     )
     allowed = {"p", "br", "strong", "em", "del", "code", "pre", "ul", "ol", "li", "a"}
-    allowed |= {"h3", "h4", "blockquote", "hr"}
+    allowed |= {"h3", "h4", "blockquote", "hr", "div", "table", "thead", "tbody", "tr", "th", "td"}
     for nodes in found:
         for node in nodes:
             assert node["tag"] in allowed, node

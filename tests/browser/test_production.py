@@ -87,7 +87,8 @@ def test_the_chat_page_runs_under_the_csp_and_a_turn_streams(production, page, c
     page.get_by_role("button", name="Send message").click()
     wait_for_reply(page)
 
-    assert len([e for e in events if e["type"] == "reply.delta"]) > 5, "the reply streamed"
+    # The first piece at once, the rest coalesced (the offline model streams instantly).
+    assert len([e for e in events if e["type"] == "reply.delta"]) >= 2, "the reply streamed"
     assert page.evaluate("window.__cspViolations") == []
     assert not [text for text in console if "Content Security Policy" in text], console
     assert failed == []

@@ -11,19 +11,45 @@ DEMO_SOUL = (
     "answers short unless asked for depth."
 )
 DEMO_SKILLS = (
-    "Planning and decisions; writing and editing; explaining technical topics; keeping "
-    "durable facts with important_info and working notes with notes."
+    "Planning and decisions; writing and editing; explaining technical topics; remembering "
+    "durable facts about you and keeping working notes for each topic."
 )
 
 
+# What earlier versions gave the demo agent: refreshed to DEMO_SKILLS, unless edited since.
+PREVIOUS_DEMO_SKILLS = (
+    "Planning and decisions; writing and editing; explaining technical topics; keeping "
+    "durable facts with important_info and working notes with notes."
+)
+DEFAULT_URL = "http://127.0.0.1:8000/"
+WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
+
+
+def site_url(host: str, port: str) -> str:
+    """The address a browser on this machine opens for a server bound to host:port."""
+    shown = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo organization, agent and user."
+    help = "Create (or refresh) the demo organization, agent and user, and say how to log in."
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="demo")
         parser.add_argument("--password", default="demo-password")
+        parser.add_argument(
+            "--host", default="", help="the address the server listens on (make run: HOST)"
+        )
+        parser.add_argument("--port", default="", help="the port it listens on (make run: PORT)")
+        parser.add_argument(
+            "--reset-password",
+            action="store_true",
+            help="set the demo user's password back to --password",
+        )
 
-    def handle(self, *args, username: str, password: str, **options):
+    def handle(self, *args, username: str, password: str, host: str, port: str, **options):
         organization, _ = Organization.objects.get_or_create(
             slug="demo", defaults={"name": "Demo organization"}
         )
@@ -32,17 +58,35 @@ class Command(BaseCommand):
             name="Drift",
             defaults={"soul": DEMO_SOUL, "skills": DEMO_SKILLS},
         )
+        Agent.objects.filter(
+            organization=organization, name="Drift", skills=PREVIOUS_DEMO_SKILLS
+        ).update(skills=DEMO_SKILLS)
         User = get_user_model()
         user, created = User.objects.get_or_create(
             username=username, defaults={"is_staff": True, "is_superuser": True}
         )
-        if created:
+        if created or options["reset_password"]:
             user.set_password(password)
             user.save()
         organization.members.add(user)
-        verb = "Created" if created else "Kept"
-        self.stdout.write(
-            f"{verb} the demo user. Log in at http://127.0.0.1:8000/ "
-            f"(admin: http://127.0.0.1:8000/admin/) as {username!r}"
-            + (f" with password {password!r}." if created else " with the password you set.")
-        )
+        url = site_url(host or "127.0.0.1", port or "8000") if (host or port) else DEFAULT_URL
+        self.stdout.write(self._banner(url, user, username, password, created=created))
+
+    def _banner(self, url: str, user, username: str, password: str, *, created: bool) -> str:
+        lines = [
+            f"{'Created' if created else 'Kept'} the demo user.",
+            f"  Open      {url}",
+            f"  Admin     {url}admin/ (the demo user is a superuser)",
+            f"  Username  {username}",
+        ]
+        if user.check_password(password):
+            lines.append(f"  Password  {password}")
+        else:
+            lines.append(
+                f"  Password  changed since it was created; to set it back to {password!r}:"
+            )
+            lines.append(
+                "            .venv/bin/python manage.py seed_demo --reset-password"
+                + ("" if username == "demo" else f" --username {username}")
+            )
+        return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""What a tool call did, in one sentence for people ("Remembered: favourite colour = teal").
+
+The offline model answers a memory command with it; the chat page's tool cards say the
+same in static/js/thread.js (describeTool). Pure functions over the call's arguments and
+its JSON result: no database, so any part of the code may use them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_LIMIT = 120
+_STATE_WORDS = {
+    "promoted": "is in memory",
+    "none": "is not in memory",
+    "deprecated": "is deprecated (remembered as reversed)",
+}
+_ACTION_WORDS = {
+    "promote": "Promoted “{}” to memory",
+    "demote": "Took “{}” out of memory",
+    "deprecate": "Deprecated “{}”",
+}
+
+
+def describe_tool_result(name: str, arguments: Any, result: Any) -> str:
+    """One sentence for a call of tool ``name``; arguments and result as stored (JSON text)."""
+    args = _as_dict(arguments)
+    data = _as_dict(result)
+    if "error" in data:
+        return f"{name} failed: {_short(data['error'])}"
+    operation = args.get("operation")
+    if name == "important_info" and operation in ("$set", "$unset", "read"):
+        return _facts_sentence(args, data)
+    if name == "notes" and operation in ("$set", "update", "read"):
+        return _notes_sentence(args, data)
+    if name == "manage_topic_memory" and "memory_state" in data:
+        return _topic_sentence(args, data)
+    return f"{name} answered." + (" (The answer was cut.)" if data.get("truncated") else "")
+
+
+def _facts_sentence(args: dict, data: dict) -> str:
+    operation = args.get("operation")
+    key = data.get("key", args.get("key"))
+    if operation == "$set":
+        return f"Remembered: {key} = {_short(data.get('value', args.get('value')))}"
+    if operation == "$unset":
+        return f"Forgot: {key}" if data.get("removed") else f"Nothing stored under '{key}'"
+    if "facts" in data:
+        facts = data["facts"] if isinstance(data["facts"], dict) else {}
+        if not facts:
+            return "No facts stored yet."
+        listed = "; ".join(f"{k} = {_short(v, 40)}" for k, v in facts.items())
+        return _short(f"Read {len(facts)} fact{'s' if len(facts) != 1 else ''}: {listed}")
+    if data.get("found"):
+        return f"{key} = {_short(data.get('value'))}"
+    return f"Nothing stored under '{key}'"
+
+
+def _notes_sentence(args: dict, data: dict) -> str:
+    operation = args.get("operation")
+    if operation == "$set":
+        return f"Noted: {_short(args.get('content', ''))}"
+    if operation == "update":
+        return "Rewrote the notes of this topic."
+    notes = data.get("notes") or ""
+    if not notes:
+        return "The notes are empty."
+    return "Read the archived notes." if data.get("archived") else "Read the notes of this topic."
+
+
+def _topic_sentence(args: dict, data: dict) -> str:
+    title = data.get("title") or "this topic"
+    if data.get("changed"):
+        template = _ACTION_WORDS.get(str(args.get("action")), "Changed the memory of “{}”")
+        return template.format(title)
+    state = _STATE_WORDS.get(str(data.get("memory_state")), "is unchanged")
+    return f"No change: “{title}” {state}."
+
+
+def _as_dict(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _short(value: Any, limit: int = _LIMIT) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,134 @@
+"""The README's screenshots: a scripted scene, rendered in headless Chromium.
+
+`make screenshots` runs this file with DRIFTLESS_SCREENSHOTS=docs/screenshots, and only
+then are the pictures written there. In the test suite the same scene is rendered and
+checked, and the pictures go to a temporary directory: a test run never rewrites tracked
+files.
+"""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from memory.curation import do_user_curation
+from memory.facts import set_fact
+from memory.models import MemoryState, Notes, Session, Topic
+from tests.memory_builders import add_messages
+
+pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
+
+
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    target = Path(os.environ.get("DRIFTLESS_SCREENSHOTS") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def build_scene(alice, agent) -> Session:
+    """Sessions in the sidebar, topics in all three states, a drift fork, a tool call."""
+    for title, days in [("Lisbon trip", 6), ("Weekly meal plan", 3), ("Reading list", 1)]:
+        earlier = Session.objects.start(user=alice, agent=agent, title=title)
+        Session.objects.filter(pk=earlier.pk).update(
+            updated_at=timezone.now() - timedelta(days=days)
+        )
+        if title == "Lisbon trip":
+            trip = earlier.active_topic()
+            Topic.objects.filter(pk=trip.pk).update(
+                title="Lisbon trip",
+                summary="Lisbon, 12–19 May; trains only, no flights; budget €1,800; Alfama.",
+            )
+            add_messages(earlier, 2, topic=trip, prefix="Lisbon: ")
+            do_user_curation(topic=trip, state=MemoryState.PROMOTED, user=alice)
+
+    session = Session.objects.start(user=alice, agent=agent, title="Messages table design")
+    first = session.active_topic()
+    topics = [
+        (
+            first,
+            "Choosing a database",
+            "PostgreSQL in production (JSONB, partial indexes); SQLite for local development.",
+            MemoryState.PROMOTED,
+        ),
+        (None, "Weekend run", "A 10 km loop along the river on Saturday.", MemoryState.NONE),
+        (
+            None,
+            "Deploy on Heroku",
+            "Heroku dynos for the API (reversed: moving to Fly.io).",
+            MemoryState.DEPRECATED,
+        ),
+    ]
+    for topic, title, summary, state in topics:
+        if topic is None:
+            topic = Topic.objects.create(session=session, origin=Topic.Origin.USER)
+        Topic.objects.filter(pk=topic.pk).update(
+            title=title, summary=summary, is_active=False, origin=Topic.Origin.USER
+        )
+        topic.refresh_from_db()
+        if state != MemoryState.NONE:
+            add_messages(session, 2, topic=topic, prefix=f"{title}: ")  # what it remembers
+            do_user_curation(topic=topic, state=state, user=alice)
+    active = Topic.objects.create(
+        session=session, origin=Topic.Origin.DRIFT, title="Message indexes"
+    )
+    session.append_message(role="user", content="Which indexes should the messages table have?")
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "notes",
+            "arguments": '{"operation": "$set", "content": "Indexes: (session, seq) unique"}',
+        },
+    }
+    session.append_message(
+        role="assistant",
+        content="Two matter most:\n\n| index | why |\n|---|---|\n| `(session_id, seq)` "
+        "**unique** | keeps the order, makes appends safe |\n| `(topic_id, seq DESC)` | the "
+        "trailing window |\n\n```sql\nCREATE INDEX message_topic_trailing_idx\n"
+        "  ON memory_message (topic_id, seq DESC);\n```",
+        tool_calls=[call],
+    )
+    session.append_message(
+        role="tool",
+        tool_call_id="call_1",
+        tool_name="notes",
+        content='{"ok": true, "notes": "Indexes: (session, seq) unique"}',
+    )
+    session.append_message(role="assistant", content="I noted that. Shall I draft the migration?")
+    Notes.objects.create(
+        topic=active, content="- Indexes: `(session, seq)` unique\n- **PostgreSQL**"
+    )
+    for key, value in [
+        ("preferred language", "Python 3.11"),
+        ("timezone", "Europe/Lisbon"),
+        ("deploy target", "Fly.io, region ams"),
+    ]:
+        set_fact(user=alice, agent=agent, key=key, value=value)
+    return session
+
+
+def test_the_readme_screenshots(open_chat, alice, agent, screenshots):
+    session = build_scene(alice, agent)
+    page = open_chat(session)
+    page.set_viewport_size({"width": 1280, "height": 960})
+    page.locator(".mem-item").first.wait_for()
+
+    states = page.eval_on_selector_all(".topic .brain", "nodes => nodes.map(n => n.dataset.state)")
+    assert sorted(states) == ["deprecated", "none", "none", "promoted"]
+    assert page.locator(".session-item").count() == 4
+    assert page.locator("#brain-legend").is_visible()
+    assert "forked by drift" in page.locator(".topic.is-active").inner_text()
+    assert page.locator(".tool summary").inner_text().startswith("Noted: Indexes")
+    assert page.locator(".msg-assistant .md table").count() == 1
+
+    page.screenshot(path=screenshots / "chat.png")
+    page.locator("#inspector").screenshot(path=screenshots / "memory-panel.png")
+    page.get_by_role("tab", name="Facts").click()
+    page.locator(".fact").first.wait_for()
+    assert page.locator(".fact").count() == 3
+    page.locator("#inspector").screenshot(path=screenshots / "facts-panel.png")
+    for name in ["chat.png", "memory-panel.png", "facts-panel.png"]:
+        assert (screenshots / name).stat().st_size > 10_000
