@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.cache import cache
 
 from chat import turn as turn_module
 from chat.turn import (
@@ -20,7 +19,7 @@ from chat.turn import (
 )
 from memory.facts import read_facts
 from memory.llm import Usage
-from memory.models import Session
+from memory.models import Lease, Session
 from memory.thread import usage_totals
 
 
@@ -347,7 +346,7 @@ def test_turn_done_is_announced_only_once_the_session_is_free_again(
 
     def publish(session_id, event):
         if event["type"] == "turn.done":
-            free_when_done.append(cache.get(f"driftless:turn-lock:{session_id}") is None)
+            free_when_done.append(not Lease.objects.filter(name=f"turn:{session_id}").exists())
 
     monkeypatch.setattr(turn_module, "publish", publish)
     monkeypatch.setattr(turn_module, "publish_on_commit", publish)
