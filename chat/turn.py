@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -113,16 +114,27 @@ def _session_lock(session_id: int) -> Iterator[leases.Held]:
     the lease of a process that died mid-turn leaves that turn's error record first."""
     if _stopping.is_set():
         raise ServerStopping()
-    try:
-        held = leases.acquire(turn_lease_name(session_id))
-    except leases.LeaseBusy:
-        raise TurnBusy() from None
+    held = _acquire_turn_lease(session_id)
     try:
         if held.took_over:
             record_interrupted_turn(session_id=session_id)
         yield held
     finally:
         leases.release(held)
+
+
+def _acquire_turn_lease(session_id: int) -> leases.Held:
+    """The lease, waiting up to TURN_BUSY_WAIT_SECONDS for the turn before it to end: a
+    message sent the moment a reply appears (before ``turn.done``) waits instead of being
+    refused. A turn still running after that is TurnBusy."""
+    deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
+    while True:
+        try:
+            return leases.acquire(turn_lease_name(session_id))
+        except leases.LeaseBusy:
+            if time.monotonic() >= deadline:
+                raise TurnBusy() from None
+        time.sleep(0.1)
 
 
 def stop_accepting_turns() -> None:

@@ -223,6 +223,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 # one event per this many seconds (the page reveals each batch smoothly). 0 sends one
 # event per streamed token (each one a channel-layer round trip and a socket frame).
 STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
+# A message that arrives while the session's previous turn is finishing waits this long
+# for it before it is refused as busy (nothing is stored then, and the page keeps it).
+TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 
 # Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)

@@ -109,6 +109,8 @@ CELERY_TASK_DEFAULT_QUEUE = _RUN
 # Tests run tasks in-process unless a test starts a real worker (see tests/test_celery_*);
 # a worker a test starts as a process says so with DRIFTLESS_TEST_EAGER=false.
 CELERY_TASK_ALWAYS_EAGER = os.environ.get("DRIFTLESS_TEST_EAGER", "true") == "true"
+# A busy session is refused after a short wait here, so busy tests stay quick.
+TURN_BUSY_WAIT_SECONDS = 0.3
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The websocket origin check is built when driftless.asgi is imported, before pytest-django
 # adds "testserver", so the hosts the tests use are listed here.

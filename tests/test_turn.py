@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -11,12 +12,14 @@ from chat.turn import (
     MAX_TOOL_ROUNDS,
     NothingToRetry,
     TurnBusy,
+    _acquire_turn_lease,
     _session_lock,
     check_retry,
     do_new_topic,
     do_retry_turn,
     do_send_message,
 )
+from memory import leases
 from memory.facts import read_facts
 from memory.llm import Usage
 from memory.models import Lease, Session
@@ -245,6 +248,22 @@ def test_a_second_turn_of_a_busy_session_is_refused_and_stores_nothing(session, 
             do_new_topic(session=session)
     assert roles(session) == []
     assert fake_openai.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_sent_as_the_previous_turn_ends_waits_for_it_and_is_answered(
+    session, fake_openai, settings
+):
+    """The page can send the moment a reply appears, before ``turn.done``: the message
+    waits for the finishing turn instead of being refused."""
+    settings.TURN_BUSY_WAIT_SECONDS = 5.0
+    previous = _acquire_turn_lease(session.pk)
+    threading.Timer(0.5, leases.release, args=[previous]).start()
+
+    result = do_send_message(session=session, content="Next question")
+
+    assert result.failure is None
+    assert roles(session) == ["user", "assistant"]
 
 
 def test_the_session_is_free_again_after_a_turn_even_a_failed_one(session, fake_openai):
