@@ -17,7 +17,7 @@ run: export DEBUG ?= true
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo --host $(HOST) --port $(PORT)
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
 
 # Several ASGI worker processes behind one port (uvicorn's supervisor): the full setup
 # only, since the processes share their state through PostgreSQL and Redis.
@@ -34,8 +34,10 @@ serve: install
 test: install
 	$(PY) -m pytest
 
+# The worker runs the periodic sweep too (--beat), and is started again if it dies
+# (driftless/supervise.py: Celery can still die when Redis restarts).
 worker: install
-	$(PY) -m celery -A driftless worker --loglevel=info
+	$(PY) -m driftless.supervise -- $(PY) -m celery -A driftless worker --beat --loglevel=info
 
 # The README's pictures, from a scripted scene in headless Chromium (needs the PostgreSQL
 # and Redis the browser tests use). Tests never write them.
@@ -56,6 +58,7 @@ bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/prompt_cache.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/soak.py
 	$(PY) bench/summary_cost.py
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
 		for interval in 1 10; do $(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; done; \

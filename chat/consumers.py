@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
@@ -32,11 +33,20 @@ from chat.protocol import (
     SendMessage,
     parse_frame,
 )
-from chat.turn import NothingToRetry, TurnBusy, do_new_topic, do_retry_turn, do_send_message
+from chat.turn import (
+    NothingToRetry,
+    ServerStopping,
+    TurnBusy,
+    do_new_topic,
+    do_retry_turn,
+    do_send_message,
+)
 from memory.events import error_event, session_group
 from memory.models import Session
 from memory.pipeline import request_exit_evaluation
 from memory.validation import InvalidInput
+
+logger = logging.getLogger(__name__)
 
 # Turns mostly wait on the model, so more threads than cores is right; each one holds a
 # database connection while it works (borrowed from the process's pool, DATABASE_POOL_SIZE),
@@ -47,6 +57,14 @@ _turn_executor = ThreadPoolExecutor(max_workers=TURN_WORKERS, thread_name_prefix
 # Close codes when the handshake is refused.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+# The channel layer (Redis) failed: the client should reconnect a little later.
+CLOSE_TRY_AGAIN_LATER = 1013
+EVENTS_UNAVAILABLE_MESSAGE = (
+    "live updates are unavailable for a moment; what you sent is kept, reconnecting"
+)
+# Joining the group is tried this often: the first call after Redis came back may meet
+# a connection the pool still holds from before the outage.
+GROUP_JOIN_ATTEMPTS = 3
 
 
 class AccessEnded(Exception):
@@ -104,6 +122,35 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # turn may start is the session lock's call (chat/turn.py), across tabs and
         # processes; a refused request answers with a turn_in_progress error.
         self._work: set[asyncio.Task] = set()
+        self._layer_receive = None
+        self._layer_failed = False
+
+    # Channels reads the session's events through ``self.channel_receive``; a failure
+    # there would end the consumer with a bare 1011. It is wrapped so a failed channel
+    # layer becomes one ``channel.failed`` message, handled below.
+    @property
+    def channel_receive(self):
+        return self._receive_from_layer
+
+    @channel_receive.setter
+    def channel_receive(self, receive) -> None:
+        self._layer_receive = receive
+
+    async def _receive_from_layer(self) -> dict:
+        if not self._layer_failed:
+            try:
+                return await self._layer_receive()
+            except Exception as err:
+                logger.warning("channel layer failed for session %s: %r", self.session_id, err)
+                self._layer_failed = True
+                return {"type": "channel.failed"}
+        await asyncio.Event().wait()  # nothing more from the layer; the socket is closing
+
+    async def channel_failed(self, message: dict) -> None:
+        """Say why, then close: the client reconnects and re-syncs from the database.
+        Requests already accepted run to the end in their threads and are stored."""
+        await self._send_error("events_unavailable", EVENTS_UNAVAILABLE_MESSAGE)
+        await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -119,15 +166,33 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         self.session_id = session_id
         self.user_id = user.pk
-        await self.channel_layer.group_add(session_group(session_id), self.channel_name)
-        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        joined = await self._join_group()
         await self.accept()
+        if not joined:
+            await self.channel_failed({})
+
+    async def _join_group(self) -> bool:
+        """Join the session's and the user's groups; False when the layer is down."""
+        groups = (session_group(self.session_id), user_group(self.user_id))
+        for attempt in range(GROUP_JOIN_ATTEMPTS):
+            try:
+                for group in groups:
+                    await self.channel_layer.group_add(group, self.channel_name)
+                return True
+            except Exception as err:
+                logger.warning("could not join the events of session %s: %r", self.session_id, err)
+                await asyncio.sleep(0.1 * attempt)
+        self._layer_failed = True
+        return False
 
     async def disconnect(self, code: int) -> None:
         if self.session_id is None:
             return
-        await self.channel_layer.group_discard(session_group(self.session_id), self.channel_name)
-        await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
+        for group in (session_group(self.session_id), user_group(self.user_id)):
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # a dead layer forgets the group by itself (group expiry)
+                logger.debug("could not leave %s", group)
         # A running turn is left to finish: its reply is stored for the next visit.
         await database_sync_to_async(request_exit_evaluation)(session_id=self.session_id)
 
@@ -149,6 +214,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=ended.code)
         except TurnBusy:
             await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
+        except ServerStopping as err:
+            await self._send_error("server_restarting", str(err))
         except NothingToRetry as err:
             await self._send_error("nothing_to_retry", str(err))
         except InvalidInput as refused:  # the domain's checks answer like the frame's

@@ -31,6 +31,8 @@ ErrorCode = Literal[
     "turn_in_progress",
     "nothing_to_retry",
     "internal_error",
+    "events_unavailable",
+    "server_restarting",
 ]
 
 TURN_IN_PROGRESS_MESSAGE = "a reply is still being generated"

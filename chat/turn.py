@@ -11,12 +11,15 @@ client may then retry, which runs the turn again without storing the message twi
 
 A turn is a plain synchronous function: the websocket consumer runs it in a worker
 thread, the REST endpoint calls it directly. One turn per session runs at a time, across
-processes (a lock in the shared cache), so two tabs cannot interleave two replies.
+processes (a lease in the database, memory/leases.py), so two tabs cannot interleave two
+replies; a server that dies mid-turn frees the session within about 30 seconds, and its
+turn gets an error record ("the reply was interrupted") the user can retry.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,19 +28,24 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
-from django.core.cache import cache
 
 from chat.deltas import DeltaBatcher
 from chat.errors import log_error, public_failure
 from chat.mcp import McpToolSource, declared_servers
 from chat.protocol import TURN_IN_PROGRESS_MESSAGE
+from memory import leases
 from memory.context import ContextStack, assemble_context, render_window
 from memory.deletion import do_delete_session
 from memory.events import publish, publish_on_commit
 from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
 from memory.models import Deletion, Message, Session, Topic
 from memory.pipeline import note_message_stored
-from memory.thread import store_message
+from memory.thread import (
+    TURN_LEASE_PREFIX,
+    record_interrupted_turn,
+    store_message,
+    turn_lease_name,
+)
 from memory.tools import dispatch_tool_calls
 from memory.topics import do_start_user_topic
 from memory.validation import check_message_content
@@ -46,11 +54,8 @@ logger = logging.getLogger(__name__)
 
 # How many times one turn may answer with tool calls before it must reply in words.
 MAX_TOOL_ROUNDS = 5
-# The per-session turn lock expires on its own if a process dies mid-turn; a live turn
-# refreshes it on every round and, at most every few seconds, while streaming.
-TURN_LOCK_SECONDS = 300
-_LOCK_REFRESH_SECONDS = 5.0
 INTERNAL_ERROR_TEXT = "the reply failed because of an internal error; try again"
+STOPPING_MESSAGE = "the server is restarting; send your message again in a moment"
 
 
 class TurnBusy(Exception):
@@ -58,6 +63,13 @@ class TurnBusy(Exception):
 
     def __init__(self) -> None:
         super().__init__(TURN_IN_PROGRESS_MESSAGE)
+
+
+class ServerStopping(Exception):
+    """This server process is shutting down and takes no new turn."""
+
+    def __init__(self) -> None:
+        super().__init__(STOPPING_MESSAGE)
 
 
 class AccessEnded(Exception):
@@ -93,38 +105,55 @@ class TurnResult:
             )
 
 
-class _SessionLock:
-    """Held while a turn or a topic change runs; refreshed so it outlives slow models."""
-
-    def __init__(self, session_id: int) -> None:
-        self.key = f"driftless:turn-lock:{session_id}"
-        self.token = uuid.uuid4().hex
-        self._refreshed = 0.0
-
-    def acquire(self) -> None:
-        if not cache.add(self.key, self.token, timeout=TURN_LOCK_SECONDS):
-            raise TurnBusy()
-        self._refreshed = time.monotonic()
-
-    def refresh(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._refreshed >= _LOCK_REFRESH_SECONDS:
-            cache.touch(self.key, TURN_LOCK_SECONDS)
-            self._refreshed = now
-
-    def release(self) -> None:
-        if cache.get(self.key) == self.token:
-            cache.delete(self.key)
+# Set when the process is asked to stop (driftless/serve.py): new turns are refused.
+_stopping = threading.Event()
 
 
 @contextmanager
-def _session_lock(session_id: int) -> Iterator[_SessionLock]:
-    lock = _SessionLock(session_id)
-    lock.acquire()
+def _session_lock(session_id: int) -> Iterator[leases.Held]:
+    """The session's turn lease, held while a turn or a topic change runs. Taking over
+    the lease of a process that died mid-turn leaves that turn's error record first."""
+    if _stopping.is_set():
+        raise ServerStopping()
+    held = _acquire_turn_lease(session_id)
     try:
-        yield lock
+        if held.took_over:
+            record_interrupted_turn(session_id=session_id)
+        yield held
     finally:
-        lock.release()
+        leases.release(held)
+
+
+def _acquire_turn_lease(session_id: int) -> leases.Held:
+    """The lease, waiting up to TURN_BUSY_WAIT_SECONDS for the turn before it to end: a
+    message sent the moment a reply appears (before ``turn.done``) waits instead of being
+    refused. A turn still running after that is TurnBusy."""
+    deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
+    while True:
+        try:
+            return leases.acquire(turn_lease_name(session_id))
+        except leases.LeaseBusy:
+            if time.monotonic() >= deadline:
+                raise TurnBusy() from None
+        time.sleep(0.1)
+
+
+def stop_accepting_turns() -> None:
+    """Refuse new turns from now on (a graceful shutdown has begun)."""
+    _stopping.set()
+
+
+def interrupt_running_turns() -> int:
+    """Mark the turns this process still runs as interrupted and free their sessions;
+    the last step of a graceful shutdown. Returns how many there were."""
+    running = leases.held_by_this_process(TURN_LEASE_PREFIX)
+    for held in running:
+        try:
+            record_interrupted_turn(session_id=int(held.name.removeprefix(TURN_LEASE_PREFIX)))
+        except Exception:
+            logger.exception("could not record the interrupted turn of %s", held.name)
+        leases.release(held)
+    return len(running)
 
 
 def do_send_message(*, session: Session, content: str) -> TurnResult:
@@ -132,9 +161,9 @@ def do_send_message(*, session: Session, content: str) -> TurnResult:
     stored then) when another turn of the session is running, InvalidInput for content
     that is not a message (memory/validation.py)."""
     content = check_message_content(content)
-    with _session_lock(session.pk) as lock:
+    with _session_lock(session.pk):
         user_message = _store(session, role=Message.Role.USER, content=content)
-        result = _run_turn(session=session, user_message=user_message, lock=lock)
+        result = _run_turn(session=session, user_message=user_message)
     _announce_done(session, result)
     return result
 
@@ -154,9 +183,9 @@ def check_retry(*, session: Session) -> Message:
 
 def do_retry_turn(*, session: Session) -> TurnResult:
     """Run the turn again for the unanswered user message, without storing it twice."""
-    with _session_lock(session.pk) as lock:
+    with _session_lock(session.pk):
         user_message = check_retry(session=session)
-        result = _run_turn(session=session, user_message=user_message, lock=lock)
+        result = _run_turn(session=session, user_message=user_message)
     _announce_done(session, result)
     return result
 
@@ -173,7 +202,7 @@ def do_delete_session_between_turns(*, session: Session, deleted_by, via: str) -
         return do_delete_session(session=session, deleted_by=deleted_by, via=via)
 
 
-def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) -> TurnResult:
+def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
     publish(
         session.pk,
@@ -184,7 +213,7 @@ def _run_turn(*, session: Session, user_message: Message, lock: _SessionLock) ->
             stack = assemble_context(
                 session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
             )
-            _converse(session=session, stack=stack, mcp=mcp, lock=lock, result=result)
+            _converse(session=session, stack=stack, mcp=mcp, result=result)
     except AccessEnded as err:
         _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
@@ -220,7 +249,6 @@ def _converse(
     session: Session,
     stack: ContextStack,
     mcp: McpToolSource,
-    lock: _SessionLock,
     result: TurnResult,
 ) -> None:
     """Ask the model, run the tools it calls, ask again; store the final reply."""
@@ -230,8 +258,7 @@ def _converse(
     for round_number in range(MAX_TOOL_ROUNDS + 1):
         if round_number and not session.still_reachable():
             raise AccessEnded()
-        lock.refresh(force=True)
-        completion = _stream(model, messages, stack.tools, session, result.turn_id, lock)
+        completion = _stream(model, messages, stack.tools, session, result.turn_id)
         result.add_usage(completion.usage)
         if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:
             content = completion.content
@@ -269,7 +296,6 @@ def _stream(
     tools: list[dict],
     session: Session,
     turn_id: str,
-    lock: _SessionLock,
 ) -> Completion:
     """Stream one model answer to the clients, deltas coalesced, and return it complete."""
     deltas = DeltaBatcher(
@@ -289,7 +315,6 @@ def _stream(
                 return item
             if item:
                 deltas.add(item)
-                lock.refresh()
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
     raise LLMError("the model stream ended without an answer")

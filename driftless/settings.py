@@ -24,6 +24,7 @@ from memory.limits import SERVER_MAX_FRAME_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DRIFTLESS_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")
@@ -141,7 +142,6 @@ if DATABASE_URL:
             "timeout": 30,
         }
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -161,13 +161,21 @@ CHANNEL_CAPACITY = 10_000
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
+    # Redis is a speed-up, never the only copy (memory/outage.py): a failed cache call is
+    # a miss, and every read through the cache falls back to the database.
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "driftless",
+            "OPTIONS": {
+                "IGNORE_EXCEPTIONS": True,
+                "SOCKET_CONNECT_TIMEOUT": 2,
+                "SOCKET_TIMEOUT": 2,
+            },
         }
     }
+    DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -190,9 +198,24 @@ else:
     # Embedded mode has no worker: tasks run in the process that enqueues them.
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = False
+# A task is acknowledged when it has run, and put back when its worker dies; the worker
+# reconnects to the broker (`make worker` restarts it if it gives up). The tasks are
+# idempotent, so a redelivery is harmless.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# An unacknowledged task of a worker that vanished is delivered again after this long.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 15 * 60}
+# The sweep (memory/sweep.py): Celery beat runs it with a worker; a thread of the server
+# process does in the embedded mode. A request is "overdue" after the grace period.
+EVALUATION_SWEEP_SECONDS = env_float("EVALUATION_SWEEP_SECONDS", 15.0, minimum=1.0)
+EVALUATION_SWEEP_GRACE_SECONDS = env_float("EVALUATION_SWEEP_GRACE_SECONDS", 30.0, minimum=0.0)
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "memory.sweep", "schedule": EVALUATION_SWEEP_SECONDS},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
@@ -208,6 +231,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 # one event per this many seconds (the page reveals each batch smoothly). 0 sends one
 # event per streamed token (each one a channel-layer round trip and a socket frame).
 STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
+# A message that arrives while the session's previous turn is finishing waits this long
+# for it before it is refused as busy (nothing is stored then, and the page keeps it).
+TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 
 # Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)

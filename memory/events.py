@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from memory.outage import channel_breaker
 from memory.representations import message_representation, topic_representation
 
 logger = logging.getLogger(__name__)
@@ -198,13 +199,19 @@ def error_event(code: str, message: str) -> ErrorEvent:
 
 
 def publish(session_id: int, event: Event) -> None:
-    """Send now. Use for ephemeral events (reply deltas) that carry no stored state."""
+    """Send now. Use for ephemeral events (reply deltas) that carry no stored state.
+
+    Best effort (memory/outage.py): a dead channel layer never fails the write that
+    happened, and is skipped for a moment after it failed."""
+    if not channel_breaker.allows():
+        return
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            session_group(session_id), {"type": "session.event", "event": event}
-        )
-    except Exception:  # A dead channel layer must never fail the write that happened.
-        logger.exception("could not publish %s to session %s", event["type"], session_id)
+        with channel_breaker.watch():
+            async_to_sync(get_channel_layer().group_send)(
+                session_group(session_id), {"type": "session.event", "event": event}
+            )
+    except Exception:
+        logger.debug("could not publish %s to session %s", event["type"], session_id)
 
 
 def publish_on_commit(session_id: int, event: Event) -> None:

@@ -143,6 +143,12 @@ class Session(models.Model):
     drift_result = models.CharField(
         max_length=300, blank=True, help_text="Latest drift verdict, shown in the context stack."
     )
+    evaluation_due_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="An evaluation was asked for and has not run yet (memory/sweep.py).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -150,7 +156,14 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["agent", "user", "organization"], name="session_scope_idx")]
+        indexes = [
+            models.Index(fields=["agent", "user", "organization"], name="session_scope_idx"),
+            models.Index(
+                fields=["evaluation_due_at"],
+                condition=Q(evaluation_due_at__isnull=False),
+                name="session_evaluation_due_idx",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["agent", "user", "organization", "uid"], name="session_uid_unique_in_scope"
@@ -503,6 +516,20 @@ class MemoryDecision(models.Model):
         if self.action == self.Action.EDIT:
             return f"{self.actor}: edited ({self.topic_title})"
         return f"{self.actor}: {self.from_state} → {self.to_state} ({self.topic_title})"
+
+
+class Lease(models.Model):
+    """A lock that expires on its own: held by one process while it renews it
+    (memory/leases.py). The database is its only copy, so it survives a cache outage and
+    frees itself within ``LEASE_SECONDS`` of its holder dying."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    holder = models.CharField(max_length=64)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} until {self.expires_at:%H:%M:%S}"
 
 
 class Deletion(models.Model):

@@ -4,8 +4,8 @@
 a silent fork (memory/drift.py) or an in-place refresh of title, summary and
 keep-in-memory. It is guarded three ways:
 
-* a per-session lock in the Django cache (Redis in the full mode, so it holds across
-  servers and workers): a second evaluation of a busy session is skipped, not queued;
+* a per-session lease in the database (memory/leases.py), across servers and workers:
+  a second evaluation of a busy session is skipped, not queued (it stays due, below);
 * the server's ``hasEvaluated``: a topic already evaluated through its last message is
   skipped until a new message arrives or the active topic changes (a new topic starts
   unevaluated);
@@ -20,8 +20,13 @@ still one pair). The session row keeps that count (``Session.conversation_count`
 with the sequence number), so the check costs nothing at any session length.
 :func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
 goes through a 2000 ms trailing-edge debounce per session that holds across processes:
-each trigger stores a fresh token in the cache and schedules the task two seconds later
-carrying it; a task whose token is no longer the latest does nothing.
+each trigger stores its due time on the session and schedules the task two seconds later
+carrying it; a task whose due time is no longer the latest does nothing.
+
+Durable. Every trigger first records ``Session.evaluation_due_at``, and an evaluation
+that finishes clears it. A task lost with the broker, a worker killed mid-evaluation, a
+trigger skipped because the session was busy: the request stays due, and the periodic
+sweep (memory/sweep.py) enqueues it again, so such faults only delay an evaluation.
 
 Where the work runs. With a worker (the full mode) tasks go to Celery after commit. In
 the embedded mode tasks would run inline (``task_always_eager``), blocking the request
@@ -32,22 +37,21 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connections, transaction
+from django.utils import timezone
 
+from memory import leases
 from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.drift import do_silent_fork, get_drift_detector, plan_fork
 from memory.drift_detectors import DriftDetector
 from memory.models import Message, Session, Topic
+from memory.outage import broker_breaker
 from memory.summarize import (
-    STALE_ATTEMPTS,
     PreparedSummary,
     apply_summary,
     confirm_summary,
@@ -58,9 +62,6 @@ from memory.summarize import (
 )
 
 logger = logging.getLogger(__name__)
-
-# A debounce token outlives any sane queue delay; a missing one lets the task run.
-DEBOUNCE_TOKEN_SECONDS = 10 * 60
 
 
 @dataclass(frozen=True)
@@ -76,39 +77,45 @@ class EvaluationOutcome:
 
 def note_message_stored(*, session: Session, message: Message) -> None:
     """Call right after ``session.append_message`` stored ``message`` (the session's
-    ``conversation_count`` is then its count). Enqueues an evaluation, after commit, when
-    that message is the tenth, twentieth... conversation message of the session: no query,
-    whatever the session's length. Never raises."""
+    ``conversation_count`` is then its count). Records an evaluation as due and enqueues
+    it, after commit, when that message is the tenth, twentieth... conversation message
+    of the session: no query for the others, whatever the session's length. Never
+    raises."""
     try:
         if message.is_conversation and session.conversation_count % DRIFT_INTERVAL_MESSAGES == 0:
-            _enqueue(session_id=session.pk, reason="interval")
+            # An earlier request still waiting keeps its (earlier) due time.
+            Session.objects.filter(pk=session.pk, evaluation_due_at=None).update(
+                evaluation_due_at=timezone.now()
+            )
+            enqueue_evaluation(session_id=session.pk, reason="interval")
     except Exception:  # best effort: a lost heartbeat must never fail the message
         logger.exception("could not schedule the interval evaluation of session %s", session.pk)
 
 
 def request_exit_evaluation(*, session_id: int) -> None:
-    """An exit trigger: evaluate about two seconds after the last of a burst. Never raises."""
+    """An exit trigger: evaluate about two seconds after the last of a burst. Never raises.
+
+    The due time stored on the session is the debounce token: a later trigger moves it,
+    and the task carrying an earlier one then does nothing."""
     try:
-        token = uuid.uuid4().hex
-        cache.set(_debounce_key(session_id), token, DEBOUNCE_TOKEN_SECONDS)
-        _enqueue(
+        due = timezone.now() + timedelta(seconds=EXIT_DEBOUNCE_SECONDS)
+        Session.objects.filter(pk=session_id).update(evaluation_due_at=due)
+        enqueue_evaluation(
             session_id=session_id,
             reason="exit",
-            debounce_token=token,
+            debounce_token=due.isoformat(),
             countdown=EXIT_DEBOUNCE_SECONDS,
         )
     except Exception:  # fire-and-forget: the user's exit is never blocked
         logger.exception("could not schedule the exit evaluation of session %s", session_id)
 
 
-def _debounce_key(session_id: int) -> str:
-    return f"evaluation-debounce:{session_id}"
-
-
-def _enqueue(
+def enqueue_evaluation(
     *, session_id: int, reason: str, debounce_token: str | None = None, countdown: float = 0.0
 ) -> None:
-    """Schedule ``evaluate_session_task`` once the current transaction commits."""
+    """Schedule ``evaluate_session_task`` once the current transaction commits. When the
+    broker cannot take it, the evaluation stays due in the database and the sweep
+    (memory/sweep.py) enqueues it later."""
     from memory.tasks import evaluate_session_task  # the task module imports this one
 
     def send() -> None:
@@ -120,12 +127,17 @@ def _enqueue(
                     debounce_token=debounce_token,
                     delay=countdown,
                 )
-            else:
-                evaluate_session_task.apply_async(
-                    args=[session_id, reason, debounce_token], countdown=countdown
-                )
+            elif broker_breaker.allows():
+                with broker_breaker.watch():
+                    evaluate_session_task.apply_async(
+                        args=[session_id, reason, debounce_token],
+                        countdown=countdown,
+                        retry=False,
+                    )
         except Exception:
-            logger.exception("could not enqueue the evaluation of session %s", session_id)
+            logger.warning(
+                "could not enqueue the evaluation of session %s; the sweep will", session_id
+            )
 
     transaction.on_commit(send)
 
@@ -154,16 +166,32 @@ def _evaluate_in_background(*, session_id: int, reason: str, debounce_token: str
 
 # --- the entry point ----------------------------------------------------------------------
 
+BUSY = "another evaluation of this session is running"
+
 
 def run_evaluation(
     *, session_id: int, reason: str, debounce_token: str | None = None
 ) -> EvaluationOutcome:
-    """What the task runs: the debounce check, then :func:`evaluate_session`."""
-    if debounce_token is not None:
-        latest = cache.get(_debounce_key(session_id))
-        if latest is not None and latest != debounce_token:
-            return EvaluationOutcome("skipped", "superseded by a later trigger")
-    return evaluate_session(session_id=session_id, reason=reason)
+    """What the task runs: the debounce check, then :func:`evaluate_session`; a finished
+    evaluation (not one refused as busy) clears the request it answered."""
+    started = timezone.now()
+    due = Session.objects.filter(pk=session_id).values_list("evaluation_due_at", flat=True)
+    due = due.first()
+    # An exit trigger's task runs only while its due time is still the session's: a later
+    # trigger moved it, or an evaluation since answered it (None).
+    if debounce_token is not None and (due is None or due > _parse_token(debounce_token)):
+        return EvaluationOutcome("skipped", "superseded by a later trigger")
+    outcome = evaluate_session(session_id=session_id, reason=reason)
+    if due is not None and due <= started and outcome.detail != BUSY:
+        Session.objects.filter(pk=session_id, evaluation_due_at=due).update(evaluation_due_at=None)
+    return outcome
+
+
+def _parse_token(token: str) -> datetime:
+    try:
+        return datetime.fromisoformat(token)
+    except ValueError:  # a task queued before the tokens were due times: let it run
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def evaluate_session(
@@ -172,32 +200,16 @@ def evaluate_session(
     """Evaluate the session's active topic: a silent fork on drift, else a refresh.
 
     ``detector`` defaults to the one settings choose (memory.drift.get_drift_detector).
+    A second evaluation of a busy session is skipped (the session's lease is taken); the
+    request stays due, so the sweep runs it later.
     """
-    with _evaluation_lock(session_id) as acquired:
-        if not acquired:
-            return EvaluationOutcome("skipped", "another evaluation of this session is running")
-        outcome = _evaluate(session_id=session_id, detector=detector)
+    try:
+        with leases.lease(f"evaluation:{session_id}"):
+            outcome = _evaluate(session_id=session_id, detector=detector)
+    except leases.LeaseBusy:
+        outcome = EvaluationOutcome("skipped", BUSY)
     logger.info("evaluation of session %s (%s): %s", session_id, reason, outcome)
     return outcome
-
-
-@contextmanager
-def _evaluation_lock(session_id: int) -> Iterator[bool]:
-    """A cache lock that expires on its own if its holder dies mid-evaluation."""
-    key, token = f"evaluation-lock:{session_id}", uuid.uuid4().hex
-    acquired = cache.add(key, token, _lock_seconds())
-    try:
-        yield acquired
-    finally:
-        if acquired and cache.get(key) == token:
-            cache.delete(key)
-
-
-def _lock_seconds() -> int:
-    """Long enough for a detector call and the summary calls (prepared again at most
-    ``STALE_ATTEMPTS`` times when the topic changes meanwhile), each with its retries."""
-    attempts = settings.LLM_MAX_RETRIES + 1
-    return int((1 + STALE_ATTEMPTS) * attempts * settings.LLM_TIMEOUT_SECONDS) + 60
 
 
 def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:

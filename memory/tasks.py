@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from memory.pipeline import run_evaluation
+from memory.sweep import sweep
 
 
 @shared_task(name="memory.evaluate_session", ignore_result=True)
@@ -14,3 +15,10 @@ def evaluate_session_task(session_id: int, reason: str, debounce_token: str | No
     """
     outcome = run_evaluation(session_id=session_id, reason=reason, debounce_token=debounce_token)
     return outcome.action
+
+
+@shared_task(name="memory.sweep", ignore_result=True)
+def sweep_task() -> dict:
+    """The periodic sweep (Celery beat): interrupted turns and overdue evaluations."""
+    report = sweep()
+    return {"interrupted_turns": report.interrupted_turns, "evaluations": report.evaluations}

@@ -5,6 +5,14 @@ from django.db.models import Sum
 from memory.events import message_created, publish_on_commit
 from memory.models import Message, Session, Topic
 
+# The lease (memory/leases.py) held while a turn of the session runs.
+TURN_LEASE_PREFIX = "turn:"
+INTERRUPTED_TEXT = "the reply was interrupted (the server stopped); try again"
+
+
+def turn_lease_name(session_id: int) -> str:
+    return f"{TURN_LEASE_PREFIX}{session_id}"
+
 
 def store_message(*, session: Session, topic: Topic | None = None, **fields) -> Message:
     """Append a message (to the active topic unless told otherwise) and tell the clients
@@ -25,6 +33,27 @@ def usage_totals(*, session_id: int) -> dict:
     prompt = totals["prompt_tokens"]
     totals["cache_hit_ratio"] = round(totals["cached_tokens"] / prompt, 4) if prompt else None
     return totals
+
+
+def record_interrupted_turn(*, session_id: int) -> Message | None:
+    """Leave "the reply was interrupted" after a turn whose process died or stopped before
+    its reply was stored: when the active topic ends with the user's message or with tool
+    activity. Returns the error record, or None when the turn had ended after all."""
+    session = Session.objects.get(pk=session_id)
+    active = Message.objects.filter(topic__session_id=session_id, topic__is_active=True)
+    last = active.order_by("-seq").first()
+    if (
+        last is None
+        or last.role == Message.Role.ERROR
+        or (last.role == Message.Role.ASSISTANT and not last.tool_calls)
+    ):
+        return None
+    error = store_message(session=session, role=Message.Role.ERROR, content=INTERRUPTED_TEXT)
+    publish_on_commit(
+        session_id,
+        {"type": "turn.error", "turn_id": "", "error": INTERRUPTED_TEXT, "retryable": True},
+    )
+    return error
 
 
 def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[Message]:

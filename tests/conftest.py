@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from memory.models import Agent, Organization, Session
+from memory.outage import broker_breaker, channel_breaker
 from tests.event_shapes import event_problems
 
 pytest_plugins = ["tests.fake_openai"]
@@ -29,11 +30,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Each test starts with an empty cache (only this run's keys are touched)."""
+    """Each test starts with an empty cache (only this run's keys are touched), and with
+    no service marked as down by an earlier test's outage (memory/outage.py)."""
     if hasattr(cache, "delete_pattern"):
         cache.delete_pattern("*")
     else:
         cache.clear()
+    broker_breaker.reset()
+    channel_breaker.reset()
     yield
 
 

@@ -18,6 +18,7 @@ request asks for). When the queue is empty the server answers `default_text`, or
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import sys
@@ -63,9 +64,16 @@ class FakeOpenAI:
         *,
         default_text: str = "Hello from the fake model.",
         responder: Callable[[dict], tuple[str, Usage | None]] | None = None,
+        fail_ratio: float = 0.0,
+        seed: int = 0,
     ) -> None:
+        """Unscripted requests get ``responder(body)`` (or ``default_text``); a share
+        ``fail_ratio`` of them fails with HTTP 500 instead, drawn from ``seed``."""
         self.default_text = default_text
         self.responder = responder
+        self.fail_ratio = fail_ratio
+        self.injected_failures = 0
+        self._random = random.Random(seed)
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         # Called with each request's body, in the server's thread, before it is answered
@@ -176,6 +184,9 @@ class FakeOpenAI:
             self.headers.append(headers)
             if self._queue:
                 return self._queue.popleft()
+            if self.fail_ratio and self._random.random() < self.fail_ratio:
+                self.injected_failures += 1
+                return _Script(status=500, error_message="injected failure")
             if self.responder is not None:  # under the lock: answers in request order
                 content, usage = self.responder(body)
                 return _Script(content=content, usage=usage)

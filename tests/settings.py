@@ -32,6 +32,10 @@ if CI and not all(SERVICES.values()):
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
+# A server or worker a test starts as a process talks to that test's fake model server.
+if os.environ.get("DRIFTLESS_TEST_OPENAI_BASE_URL"):
+    os.environ["OPENAI_BASE_URL"] = os.environ["DRIFTLESS_TEST_OPENAI_BASE_URL"]
+    os.environ["OPENAI_API_KEY"] = "test-key"
 if SERVICES["postgres"]:
     os.environ["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/driftless"
 else:
@@ -77,9 +81,36 @@ if SERVICES["redis"]:
         "capacity": CHANNEL_CAPACITY,
     }
     CELERY_BROKER_URL = "redis://127.0.0.1:6379/13"
+# A fault test's own redis-server (tests/faults.py), for the servers and workers it starts.
+_PRIVATE_REDIS = os.environ.get("DRIFTLESS_TEST_REDIS_URL")
+if _PRIVATE_REDIS:
+    CACHES = {
+        "default": {
+            **CACHES["default"],
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": f"{_PRIVATE_REDIS}/0",
+        }
+    }
+    CACHES["default"].setdefault("OPTIONS", {"IGNORE_EXCEPTIONS": True})
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [
+                    {"address": f"{_PRIVATE_REDIS}/1", "socket_timeout": CHANNEL_SOCKET_TIMEOUT}
+                ],
+                "prefix": _RUN,
+                "capacity": CHANNEL_CAPACITY,
+            },
+        }
+    }
+    CELERY_BROKER_URL = f"{_PRIVATE_REDIS}/2"
 CELERY_TASK_DEFAULT_QUEUE = _RUN
-# Tests run tasks in-process unless a test starts a real worker (see tests/test_celery_*).
-CELERY_TASK_ALWAYS_EAGER = True
+# Tests run tasks in-process unless a test starts a real worker (see tests/test_celery_*);
+# a worker a test starts as a process says so with DRIFTLESS_TEST_EAGER=false.
+CELERY_TASK_ALWAYS_EAGER = os.environ.get("DRIFTLESS_TEST_EAGER", "true") == "true"
+# A busy session is refused after a short wait here, so busy tests stay quick.
+TURN_BUSY_WAIT_SECONDS = 0.3
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The websocket origin check is built when driftless.asgi is imported, before pytest-django
 # adds "testserver", so the hosts the tests use are listed here.

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.core.cache import cache
 from django.test import Client
 
 from chat import consumers
@@ -20,7 +19,7 @@ from driftless.asgi import application
 from memory import pipeline
 from memory.constants import EXIT_DEBOUNCE_SECONDS
 from memory.facts import read_facts
-from memory.models import Message
+from memory.models import Message, Session
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis]
 
@@ -327,8 +326,8 @@ async def test_a_disconnect_schedules_one_debounced_evaluation(alice, session, s
     (call,) = scheduled
     assert call["session_id"] == session.pk and call["reason"] == "exit"
     assert call["delay"] == EXIT_DEBOUNCE_SECONDS
-    token = await database_sync_to_async(cache.get)(pipeline._debounce_key(session.pk))
-    assert call["debounce_token"] == token
+    session = await database_sync_to_async(Session.objects.get)(pk=session.pk)
+    assert call["debounce_token"] == session.evaluation_due_at.isoformat()
 
 
 async def test_a_refused_stranger_schedules_no_evaluation(bob, session, scheduled):

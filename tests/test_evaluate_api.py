@@ -32,7 +32,7 @@ def enqueued(monkeypatch):
     monkeypatch.setattr(
         evaluate_session_task,
         "apply_async",
-        lambda args, countdown: sent.append((args[0], args[1], countdown)),
+        lambda args, countdown, **options: sent.append((args[0], args[1], countdown)),
     )
     with celery_eager(False):
         yield sent

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
-from django.core.cache import cache
 
 from chat import turn as turn_module
 from chat.turn import (
     MAX_TOOL_ROUNDS,
     NothingToRetry,
     TurnBusy,
+    _acquire_turn_lease,
     _session_lock,
     check_retry,
     do_new_topic,
     do_retry_turn,
     do_send_message,
 )
+from memory import leases
 from memory.facts import read_facts
 from memory.llm import Usage
-from memory.models import Session
+from memory.models import Lease, Session
 from memory.thread import usage_totals
 
 
@@ -248,6 +250,22 @@ def test_a_second_turn_of_a_busy_session_is_refused_and_stores_nothing(session, 
     assert fake_openai.requests == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_message_sent_as_the_previous_turn_ends_waits_for_it_and_is_answered(
+    session, fake_openai, settings
+):
+    """The page can send the moment a reply appears, before ``turn.done``: the message
+    waits for the finishing turn instead of being refused."""
+    settings.TURN_BUSY_WAIT_SECONDS = 5.0
+    previous = _acquire_turn_lease(session.pk)
+    threading.Timer(0.5, leases.release, args=[previous]).start()
+
+    result = do_send_message(session=session, content="Next question")
+
+    assert result.failure is None
+    assert roles(session) == ["user", "assistant"]
+
+
 def test_the_session_is_free_again_after_a_turn_even_a_failed_one(session, fake_openai):
     fake_openai.fail(500)
     do_send_message(session=session, content="One")
@@ -347,7 +365,7 @@ def test_turn_done_is_announced_only_once_the_session_is_free_again(
 
     def publish(session_id, event):
         if event["type"] == "turn.done":
-            free_when_done.append(cache.get(f"driftless:turn-lock:{session_id}") is None)
+            free_when_done.append(not Lease.objects.filter(name=f"turn:{session_id}").exists())
 
     monkeypatch.setattr(turn_module, "publish", publish)
     monkeypatch.setattr(turn_module, "publish_on_commit", publish)

@@ -34,6 +34,7 @@ from chat.api.serializers import (
     TurnSerializer,
 )
 from chat.turn import (
+    ServerStopping,
     TurnBusy,
     TurnResult,
     do_delete_session_between_turns,
@@ -47,11 +48,20 @@ from memory.thread import topic_page, usage_totals
 
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions.")
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
+_STOPPING = OpenApiResponse(DetailSerializer, description="The server is restarting; try again.")
 _DELETED = OpenApiResponse(description="Deleted, permanently.")
 
 
 def _busy() -> Response:
     return Response({"detail": str(TurnBusy())}, status=status.HTTP_409_CONFLICT)
+
+
+def _stopping() -> Response:
+    return Response(
+        {"detail": str(ServerStopping())},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": "5"},
+    )
 
 
 class AgentList(APIView):
@@ -116,6 +126,8 @@ class SessionDetail(APIView):
             )
         except TurnBusy:
             return _busy()
+        except ServerStopping:
+            return _stopping()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -127,6 +139,7 @@ class SessionMessages(APIView):
             400: OpenApiResponse(description="Empty or too long (see docs/websocket.md)."),
             404: _NOT_FOUND,
             409: _BUSY,
+            503: _STOPPING,
             500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
             502: OpenApiResponse(
                 TurnFailedSerializer, description="The model failed; the message is kept."
@@ -142,6 +155,8 @@ class SessionMessages(APIView):
             result = do_send_message(session=session, content=form.validated_data["content"])
         except TurnBusy:
             return _busy()
+        except ServerStopping:
+            return _stopping()
         return _turn_response(result)
 
 
@@ -155,7 +170,7 @@ class SessionTopics(APIView):
 
     @extend_schema(
         request=None,
-        responses={201: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY},
+        responses={201: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY, 503: _STOPPING},
         summary="Start a new topic (the active one is summarized first)",
     )
     def post(self, request: Request, session_id: int) -> Response:
@@ -164,6 +179,8 @@ class SessionTopics(APIView):
             topic = do_new_topic(session=session)
         except TurnBusy:
             return _busy()
+        except ServerStopping:
+            return _stopping()
         return Response(TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
 
 

@@ -277,6 +277,11 @@
         autosize();
       }
       if (code !== "turn_in_progress") setWorking(false);
+      if (code === "events_unavailable") {
+        // What was sent is stored; the socket closes and the page re-syncs on reconnect.
+        D.toast("Live updates paused: " + message);
+        return;
+      }
       D.toast(code === "turn_in_progress" ? "Wait for the reply to finish, then send again." : "Not sent: " + message);
     },
   };

@@ -1,0 +1,152 @@
+"""Leases: locks in the database that free themselves when their holder dies.
+
+A lease is a row (``memory.models.Lease``) naming a lock, its holder and when it expires.
+Acquiring one takes a free or expired row; a holder keeps it while it works because a
+single daemon thread per process renews every lease the process holds every
+``RENEW_SECONDS``; releasing deletes the row. When a process dies (SIGKILL, a lost
+machine) nothing renews its leases, so they expire within ``LEASE_SECONDS`` and the next
+caller takes them over, learning that it did (``Held.took_over``).
+
+The turn lock of a session (chat/turn.py) and the evaluation lock of a session
+(memory/pipeline.py) are leases. They used to live in the cache alone, so a Redis
+outage refused every turn and a dead process kept its session busy for minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, connections, transaction
+from django.utils import timezone
+
+from memory.models import Lease
+
+logger = logging.getLogger(__name__)
+
+# A dead holder's lease is free again after at most this long.
+LEASE_SECONDS = 30
+# How often the holder's process renews it: three chances before it could lapse.
+RENEW_SECONDS = 10
+
+
+class LeaseBusy(Exception):
+    """Another live holder has the lease."""
+
+
+@dataclass(frozen=True)
+class Held:
+    name: str
+    token: str
+    took_over: bool  # the previous holder died without releasing it
+
+
+def acquire(name: str) -> Held:
+    """Take the lease ``name`` or raise :class:`LeaseBusy`; renewed until released."""
+    token, now = uuid.uuid4().hex, timezone.now()
+    expires = now + timedelta(seconds=LEASE_SECONDS)
+    with transaction.atomic():
+        took_over = (
+            Lease.objects.filter(name=name, expires_at__lte=now).update(
+                holder=token, acquired_at=now, expires_at=expires
+            )
+            == 1
+        )
+        if not took_over:
+            try:
+                with transaction.atomic():
+                    Lease.objects.create(
+                        name=name, holder=token, acquired_at=now, expires_at=expires
+                    )
+            except IntegrityError:
+                raise LeaseBusy(name) from None
+    held = Held(name, token, took_over)
+    _renewer.add(held)
+    return held
+
+
+def release(held: Held) -> None:
+    _renewer.discard(held)
+    Lease.objects.filter(name=held.name, holder=held.token).delete()
+
+
+@contextmanager
+def lease(name: str) -> Iterator[Held]:
+    held = acquire(name)
+    try:
+        yield held
+    finally:
+        release(held)
+
+
+def held_by_this_process(prefix: str = "") -> list[Held]:
+    """The leases this process holds now (for a graceful shutdown)."""
+    return [held for held in _renewer.snapshot() if held.name.startswith(prefix)]
+
+
+def expired(prefix: str) -> list[str]:
+    """Names of the expired leases under ``prefix``: their holders died."""
+    rows = Lease.objects.filter(name__startswith=prefix, expires_at__lte=timezone.now())
+    return list(rows.values_list("name", flat=True))
+
+
+def take_expired(name: str) -> Held | None:
+    """Take over ``name`` only if it has expired (to clean up after a dead holder)."""
+    try:
+        held = acquire(name)
+    except LeaseBusy:
+        return None
+    if held.took_over:
+        return held
+    release(held)  # it was free, not expired: someone released it meanwhile
+    return None
+
+
+class _Renewer:
+    """One daemon thread per process that renews the leases the process holds; it runs
+    only while there are some."""
+
+    def __init__(self) -> None:
+        self._held: set[Held] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, held: Held) -> None:
+        with self._lock:
+            self._held.add(held)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+
+    def discard(self, held: Held) -> None:
+        with self._lock:
+            self._held.discard(held)
+
+    def snapshot(self) -> list[Held]:
+        with self._lock:
+            return list(self._held)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(RENEW_SECONDS)
+            with self._lock:
+                tokens = [held.token for held in self._held]
+                if not tokens:
+                    self._thread = None
+                    return
+            try:
+                expires = timezone.now() + timedelta(seconds=LEASE_SECONDS)
+                Lease.objects.filter(holder__in=tokens).update(expires_at=expires)
+            except Exception:  # the database is down: try again next round
+                logger.exception("could not renew %d lease(s)", len(tokens))
+            finally:
+                connections.close_all()  # this thread's connection only
+
+
+_renewer = _Renewer()

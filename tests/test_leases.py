@@ -1,0 +1,81 @@
+"""Leases (memory/leases.py): database locks that free themselves when their holder dies,
+and the sweep that finishes the turns of dead holders (memory/sweep.py)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memory import leases
+from memory.models import Lease, Message
+from memory.sweep import sweep
+from memory.thread import INTERRUPTED_TEXT, turn_lease_name
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def expire(name: str) -> None:
+    """What a holder's death looks like once ``LEASE_SECONDS`` have passed."""
+    Lease.objects.filter(name=name).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_a_held_lease_is_refused_to_others_and_free_once_released():
+    with leases.lease("turn:1") as held:
+        assert not held.took_over
+        with pytest.raises(leases.LeaseBusy):
+            leases.acquire("turn:1")
+        assert leases.held_by_this_process("turn:") == [held]
+    assert not Lease.objects.exists()
+    leases.release(leases.acquire("turn:1"))
+
+
+def test_an_expired_lease_is_taken_over_and_says_so():
+    dead = leases.acquire("turn:2")
+    leases._renewer.discard(dead)  # its process died: nothing renews it any more
+    expire("turn:2")
+
+    taken = leases.acquire("turn:2")
+
+    assert taken.took_over
+    leases.release(dead)  # the dead holder's late release frees nothing of the new one
+    assert Lease.objects.get(name="turn:2").holder == taken.token
+    leases.release(taken)
+
+
+def test_a_live_holder_keeps_its_lease_past_its_first_expiry(monkeypatch):
+    monkeypatch.setattr(leases, "LEASE_SECONDS", 1)
+    monkeypatch.setattr(leases, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(leases, "_renewer", leases._Renewer())  # one that runs at that pace
+    with leases.lease("evaluation:3"):
+        time.sleep(2.0)
+        with pytest.raises(leases.LeaseBusy):
+            leases.acquire("evaluation:3")
+
+
+def test_the_sweep_finishes_the_turn_of_a_dead_server(session):
+    session.append_message(role=Message.Role.USER, content="Plan my week")
+    dead = leases.acquire(turn_lease_name(session.pk))
+    leases._renewer.discard(dead)
+
+    assert sweep().interrupted_turns == 0  # still within its lease: maybe alive
+    expire(turn_lease_name(session.pk))
+    assert sweep().interrupted_turns == 1
+
+    roles = list(session.messages.order_by("seq").values_list("role", "content"))
+    assert roles == [("user", "Plan my week"), ("error", INTERRUPTED_TEXT)]
+    assert not Lease.objects.exists()
+    assert sweep().interrupted_turns == 0  # once
+
+
+def test_a_dead_holder_whose_turn_had_ended_leaves_no_error_record(session):
+    session.append_message(role=Message.Role.USER, content="Hi")
+    session.append_message(role=Message.Role.ASSISTANT, content="Hello.")
+    leases._renewer.discard(leases.acquire(turn_lease_name(session.pk)))
+    expire(turn_lease_name(session.pk))
+
+    assert sweep().interrupted_turns == 0
+    assert session.messages.count() == 2
+    assert not Lease.objects.exists()
