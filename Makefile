@@ -28,7 +28,8 @@ serve: install
 			"set DATABASE_URL and REDIS_URL (or use make run)"; exit 2; }
 	$(PY) manage.py migrate --noinput
 	$(VENV)/bin/uvicorn driftless.asgi:application --host $(HOST) --port $(PORT) \
-		--workers $(WORKERS) --ws websockets-sansio --lifespan off
+		--workers $(WORKERS) --ws websockets-sansio --lifespan off \
+		--ws-max-size 4194304  # SERVER_MAX_FRAME_BYTES, memory/limits.py (docs/limits.md)
 
 test: install
 	$(PY) -m pytest

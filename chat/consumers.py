@@ -28,8 +28,6 @@ from chat.errors import log_error, public_failure
 from chat.protocol import (
     TURN_IN_PROGRESS_MESSAGE,
     ClientFrame,
-    ErrorCode,
-    FrameRefused,
     NewTopic,
     RetryTurn,
     SendMessage,
@@ -43,9 +41,10 @@ from chat.turn import (
     do_retry_turn,
     do_send_message,
 )
-from memory.events import session_group
+from memory.events import error_event, session_group
 from memory.models import Session
 from memory.pipeline import request_exit_evaluation
+from memory.validation import InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +199,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         try:
             frame = parse_frame(text_data, binary=bytes_data is not None)
-        except FrameRefused as refused:
+        except InvalidInput as refused:
             await self._send_error(refused.code, refused.message)
             return
         task = asyncio.create_task(self._perform(frame))
@@ -219,6 +218,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send_error("server_restarting", str(err))
         except NothingToRetry as err:
             await self._send_error("nothing_to_retry", str(err))
+        except InvalidInput as refused:  # the domain's checks answer like the frame's
+            await self._send_error(refused.code, refused.message)
         except Exception as err:
             error_id = log_error(
                 "websocket request failed in session %s", self.session_id, exc_info=err
@@ -247,5 +248,5 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if message["event"]["type"] == "session.deleted":
             await self.close(code=CLOSE_FORBIDDEN)
 
-    async def _send_error(self, code: ErrorCode, text: str) -> None:
-        await self.send(text_data=json.dumps({"type": "error", "code": code, "message": text}))
+    async def _send_error(self, code: str, text: str) -> None:
+        await self.send(text_data=json.dumps(error_event(code, text)))

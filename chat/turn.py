@@ -48,6 +48,7 @@ from memory.thread import (
 )
 from memory.tools import dispatch_tool_calls
 from memory.topics import do_start_user_topic
+from memory.validation import check_message_content
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,9 @@ def interrupt_running_turns() -> int:
 
 def do_send_message(*, session: Session, content: str) -> TurnResult:
     """Store the user's message and run the turn for it. Raises TurnBusy (nothing is
-    stored then) when another turn of the session is running."""
+    stored then) when another turn of the session is running, InvalidInput for content
+    that is not a message (memory/validation.py)."""
+    content = check_message_content(content)
     with _session_lock(session.pk):
         user_message = _store(session, role=Message.Role.USER, content=content)
         result = _run_turn(session=session, user_message=user_message)

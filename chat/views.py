@@ -19,8 +19,12 @@ from django.views.decorators.http import require_POST
 from chat.api.scoping import owned_session_or_404
 from chat.api.serializers import MESSAGE_PAGE_SIZE
 from chat.turn import TurnBusy, do_delete_session_between_turns
-from memory.events import message_payload, topic_payload
 from memory.models import Agent, Deletion, Message, Session, Topic
+from memory.representations import (
+    message_representation,
+    session_representation,
+    topic_representation,
+)
 from memory.search import SearchError, marked_segments, search_memory
 from memory.thread import topic_page
 
@@ -86,23 +90,19 @@ def chat(request, session_id: int):
     topics = list(session.topics.all())
     active = next(topic for topic in topics if topic.is_active)
     initial = {
-        "session": {
-            "id": session.pk,
-            "title": session.title,
-            "agent": {"id": session.agent_id, "name": session.agent.name},
-        },
+        # The same representations the REST API and the socket events use.
+        "session": session_representation(session),
         "sessions": [
             {
-                "id": other.pk,
-                "title": other.title,
+                **session_representation(other),
                 "shown_title": other.title or other.active_topic_title or "",
-                "agent_name": other.agent.name,
-                "updated_at": other.updated_at.isoformat(),
             }
             for other in sessions_for_list(request.user)
         ],
-        "topics": [topic_payload(topic) for topic in topics],
-        "messages": [message_payload(m) for m in topic_page(active, limit=MESSAGE_PAGE_SIZE)],
+        "topics": [topic_representation(topic) for topic in topics],
+        "messages": [
+            message_representation(m) for m in topic_page(active, limit=MESSAGE_PAGE_SIZE)
+        ],
         "page_size": MESSAGE_PAGE_SIZE,
         "csrf_token": get_token(request),
     }

@@ -20,6 +20,7 @@ from driftless.env import (
     env_str,
     mcp_servers_from_env,
 )
+from memory.limits import SERVER_MAX_FRAME_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DRIFTLESS_VAR_DIR") or BASE_DIR / "var")
@@ -87,6 +88,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "chat.middleware.Utf8PathMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -97,6 +99,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "chat.errors.ErrorIdMiddleware",
 ]
+
+# What daphne buffers for one websocket message (runserver reads these; the daphne command
+# takes --websocket_max_message_size / --websocket_max_frame_size): above the protocol's
+# frame limit, so an oversized frame is answered frame_too_large (memory/limits.py).
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = SERVER_MAX_FRAME_BYTES
+DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = SERVER_MAX_FRAME_BYTES
 
 ROOT_URLCONF = "driftless.urls"
 WSGI_APPLICATION = "driftless.wsgi.application"
@@ -264,6 +272,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only, parsed with a depth limit; the domain's InvalidInput answers 400.
+    "DEFAULT_PARSER_CLASSES": ["chat.api.input.DepthLimitedJSONParser"],
+    "EXCEPTION_HANDLER": "chat.api.input.exception_handler",
     # Per caller, in the shared cache: a turn costs a model call, so the default is modest.
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",

@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from memory.curation import CurationRefused, do_user_edit_topic
 from memory.deletion import do_delete_session, do_delete_topic
+from memory.facts import check_facts_document
 from memory.models import (
     Agent,
     Deletion,
@@ -33,8 +34,28 @@ from memory.models import (
     Session,
     Topic,
 )
+from memory.notes import check_notes
 from memory.portability import export_memory
 from memory.thread import usage_totals
+from memory.validation import InvalidInput, check_summary, check_title
+
+
+def checked_form(model, **checks) -> type[forms.ModelForm]:
+    """A model form whose fields also pass the domain's checks (memory/validation.py), so
+    admin accepts exactly what REST, the socket and the agent's tools accept."""
+
+    def clean(self):
+        data = forms.ModelForm.clean(self)
+        for name, check in checks.items():
+            if name in data:
+                try:
+                    data[name] = check(data[name])
+                except InvalidInput as err:
+                    self.add_error(name, err.message)
+        return data
+
+    meta = type("Meta", (), {"model": model, "fields": "__all__"})
+    return type(f"{model.__name__}CheckedForm", (forms.ModelForm,), {"Meta": meta, "clean": clean})
 
 
 class MemoryStateFilter(admin.SimpleListFilter):
@@ -147,6 +168,7 @@ class SessionAdmin(admin.ModelAdmin):
     ]
     list_filter = ["agent", "organization", "user"]
     search_fields = ["title", "user__username", "agent__name"]
+    form = checked_form(Session, title=check_title)
     readonly_fields = [
         "message_count",
         "drift_result",
@@ -192,6 +214,7 @@ class MessageInline(admin.TabularInline):
 
 class NotesInline(admin.StackedInline):
     model = Notes
+    form = checked_form(Notes, content=check_notes)
     fields = ["content", "archived", "archived_at", "updated_at"]
     readonly_fields = ["archived", "archived_at", "updated_at"]
     extra = 0
@@ -226,6 +249,7 @@ class TopicAdmin(admin.ModelAdmin):
         "session__user",
     ]
     search_fields = ["title", "summary", "messages__content"]
+    form = checked_form(Topic, title=check_title, summary=check_summary)
     readonly_fields = [
         "session",
         "keep_in_memory",
@@ -346,6 +370,7 @@ class NotesAdmin(admin.ModelAdmin):
     list_display = ["__str__", "archived", "updated_at"]
     list_filter = ["archived", "topic__session__agent", "topic__session__user"]
     search_fields = ["content", "topic__title"]
+    form = checked_form(Notes, content=check_notes)
     readonly_fields = ["topic", "archived", "archived_at", "created_at", "updated_at"]
 
 
@@ -355,6 +380,8 @@ class ImportantInfoAdmin(admin.ModelAdmin):
     list_filter = ["agent", "organization", "user"]
     search_fields = ["user__username", "agent__name"]
     readonly_fields = ["user", "agent", "organization", "updated_at"]
+    # The whole document, checked as every fact is: keys, values, count, token budget.
+    form = checked_form(ImportantInfo, data=check_facts_document)
 
 
 @admin.register(MemoryDecision)

@@ -1,5 +1,7 @@
 """The constants of the specification (spec/memory-architecture.txt)."""
 
+from memory.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+
 # Topics with fewer than this many messages are forced to keepInMemory: false
 # regardless of the LLM's include_in_memory response.
 MIN_MEMORY_TURNS = 5
@@ -37,6 +39,6 @@ ACTIVE_TOPIC_DELETE_ERROR = (
     "the active topic cannot be deleted; start a new topic first, or delete the session."
 )
 
-# What a user may write as a topic's title and summary (the title column holds 200).
-TOPIC_TITLE_MAX_CHARS = 200
-TOPIC_SUMMARY_MAX_CHARS = 8000
+# A user's corrected title and summary: the limits of docs/limits.md.
+TOPIC_TITLE_MAX_CHARS = MAX_TITLE_CHARS
+TOPIC_SUMMARY_MAX_CHARS = MAX_SUMMARY_CHARS

@@ -43,6 +43,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from memory.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
+from memory.facts import render_fact_lines
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 from memory.thread import usage_totals
@@ -338,14 +339,7 @@ def _facts_text(session: Session) -> str:
         .values_list("data", flat=True)
         .first()
     ) or {}
-    lines = [f"- {key}: {_fact_value(data[key])}" for key in sorted(data)]
-    return _section("Durable facts", "\n".join(lines))
-
-
-def _fact_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return _section("Durable facts", "\n".join(render_fact_lines(data)))
 
 
 def _tools(extra_tools: Sequence[dict]) -> list[dict]:

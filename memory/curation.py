@@ -34,7 +34,7 @@ from memory.constants import (
     TOPIC_TITLE_MAX_CHARS,
     USER_POSITION_GUARD_ERROR,
 )
-from memory.events import publish_on_commit, topic_payload
+from memory.events import publish_on_commit, topic_updated
 from memory.models import MemoryDecision, MemoryState, Message, Topic
 from memory.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
 
@@ -286,4 +286,4 @@ def _record_change(
 
 
 def _updated(topic: Topic):
-    return {"type": "topic.updated", "topic": topic_payload(topic), "reason": "curation"}
+    return topic_updated(topic, reason="curation")

@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.drift_detectors import DriftDetector, DriftVerdict, Turn, get_detector
-from memory.events import publish_on_commit, topic_payload
+from memory.events import publish_on_commit, topic_created
 from memory.llm import ChatModel, LLMError, get_chat_model
 from memory.models import Message, Notes, Session, Topic
 from memory.summarize import (
@@ -348,13 +348,7 @@ def _fork_locked(
 
         publish_topic_updated(prior, reason="summary")
         publish_on_commit(
-            session.pk,
-            {
-                "type": "topic.created",
-                "topic": topic_payload(topic),
-                "previous": topic_payload(prior),
-                "relocated_message_ids": relocated,
-            },
+            session.pk, topic_created(topic=topic, previous=prior, relocated_message_ids=relocated)
         )
     logger.info("session %s forked topic %s into %s", session.pk, prior.pk, topic.pk)
     return ForkResult(prior=prior, topic=topic, relocated_message_ids=relocated)

@@ -2,7 +2,10 @@
 
 Producers (the agent turn, the evaluation pipeline, curation) build events with these
 types and publish them with :func:`publish_on_commit`; the websocket consumer forwards
-them unchanged as JSON frames. ``docs/websocket.md`` shows one example of each.
+them unchanged as JSON frames. ``docs/websocket.md`` shows one example of each, and
+``docs/websocket-events.schema.json`` gives each one's exact shape. Messages and topics
+inside events are the same representation the REST API answers with
+(memory/representations.py).
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from memory.outage import channel_breaker
+from memory.representations import message_representation, topic_representation
 
 logger = logging.getLogger(__name__)
 
 
 class TopicPayload(TypedDict):
+    """memory.representations.TopicRepresentation."""
+
     id: int
+    session_id: int
     title: str
     summary: str
     memory_state: Literal["none", "promoted", "deprecated"]
@@ -29,17 +36,27 @@ class TopicPayload(TypedDict):
     summary_manually_set: bool
     is_active: bool
     origin: str
+    created_at: str
+    closed_at: str | None
 
 
 class MessagePayload(TypedDict):
+    """memory.representations.MessageRepresentation."""
+
     id: int
     seq: int
+    session_id: int
     topic_id: int
     role: str
     content: str
     tool_calls: list[dict[str, Any]]
     tool_call_id: str
     tool_name: str
+    model_name: str
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    created_at: str
 
 
 class MessageCreated(TypedDict):
@@ -142,17 +159,8 @@ def session_group(session_id: int) -> str:
 
 
 def topic_payload(topic) -> TopicPayload:
-    return {
-        "id": topic.pk,
-        "title": topic.title,
-        "summary": topic.summary,
-        "memory_state": topic.memory_state.value,
-        "keep_in_memory_manually_set": topic.keep_in_memory_manually_set,
-        "deprecated_manually_set": topic.deprecated_manually_set,
-        "summary_manually_set": topic.summary_manually_set,
-        "is_active": topic.is_active,
-        "origin": topic.origin,
-    }
+    """A topic as events (and the REST API) show it."""
+    return topic_representation(topic)  # type: ignore[return-value]
 
 
 def topic_deleted(topic_id: int) -> TopicDeleted:
@@ -164,16 +172,30 @@ def session_deleted(session_id: int) -> SessionDeleted:
 
 
 def message_payload(message) -> MessagePayload:
+    """A message as events (and the REST API) show it."""
+    return message_representation(message)  # type: ignore[return-value]
+
+
+def message_created(message) -> MessageCreated:
+    return {"type": "message.created", "message": message_payload(message)}
+
+
+def topic_created(*, topic, previous, relocated_message_ids: list[int]) -> TopicCreated:
     return {
-        "id": message.pk,
-        "seq": message.seq,
-        "topic_id": message.topic_id,
-        "role": message.role,
-        "content": message.content,
-        "tool_calls": message.tool_calls,
-        "tool_call_id": message.tool_call_id,
-        "tool_name": message.tool_name,
+        "type": "topic.created",
+        "topic": topic_payload(topic),
+        "previous": topic_payload(previous) if previous is not None else None,
+        "relocated_message_ids": list(relocated_message_ids),
     }
+
+
+def topic_updated(topic, *, reason: Literal["summary", "refresh", "curation"]) -> TopicUpdated:
+    return {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
+
+
+def error_event(code: str, message: str) -> ErrorEvent:
+    """A refused frame, for the socket that sent it (never published to the group)."""
+    return {"type": "error", "code": code, "message": message}
 
 
 def publish(session_id: int, event: Event) -> None:

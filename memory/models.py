@@ -103,6 +103,9 @@ class SessionQuerySet(models.QuerySet):
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
+        from memory.validation import check_title
+
+        title = check_title(title)
         with transaction.atomic():
             session = self.create(
                 user=user, agent=agent, organization_id=agent.organization_id, title=title

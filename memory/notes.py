@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from memory.limits import MAX_NOTES_CHARS
 from memory.models import Notes, Topic
-
-# Notes ride along on every turn of the topic; past this the agent must condense them.
-MAX_NOTES_CHARS = 20_000
+from memory.validation import InvalidInput, check_unicode
 
 
-class NotesError(ValueError):
+class NotesError(InvalidInput):
     """Notes that cannot be written; the message says why, for the model or the user."""
+
+    def __init__(self, message: str, *, code: str = "invalid") -> None:
+        super().__init__(message, field="content", code=code)
 
 
 def read_notes(*, topic: Topic) -> str:
@@ -47,7 +49,8 @@ def read_latest_notes(*, topic: Topic) -> tuple[str, bool]:
 def append_notes(*, topic: Topic, text: str) -> str:
     """Add an entry on a new line at the end; returns the whole document."""
     if not isinstance(text, str) or not text.strip():
-        raise NotesError("content must be non-empty text")
+        raise NotesError("content must be non-empty text", code="empty")
+    _check_text(text)
     with transaction.atomic():
         notes = _locked_active_notes(topic=topic)
         content = f"{notes.content}\n{text.strip()}" if notes.content else text.strip()
@@ -59,9 +62,7 @@ def append_notes(*, topic: Topic, text: str) -> str:
 
 def replace_notes(*, topic: Topic, content: str) -> str:
     """Rewrite the whole document (empty content clears it); returns it."""
-    if not isinstance(content, str):
-        raise NotesError("content must be text")
-    _check_size(content)
+    check_notes(content)
     with transaction.atomic():
         notes = _locked_active_notes(topic=topic)
         notes.content = content
@@ -69,11 +70,28 @@ def replace_notes(*, topic: Topic, content: str) -> str:
     return content
 
 
+def check_notes(content: object) -> str:
+    """A whole notes document (as update or admin writes it)."""
+    if not isinstance(content, str):
+        raise NotesError("content must be text", code="wrong_type")
+    _check_text(content)
+    _check_size(content)
+    return content
+
+
+def _check_text(text: str) -> None:
+    try:
+        check_unicode(text, field="content")
+    except InvalidInput as err:
+        raise NotesError(err.message, code=err.code) from err
+
+
 def _check_size(content: str) -> None:
     if len(content) > MAX_NOTES_CHARS:
         raise NotesError(
             f"notes would exceed {MAX_NOTES_CHARS} characters; "
-            "use update to replace them with a condensed version"
+            "use update to replace them with a condensed version",
+            code="too_long",
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import models, transaction
 from django.utils.dateparse import parse_datetime
 
-from memory.facts import FactError, check_fact_key, check_fact_value
+from memory.facts import FactError, check_fact_key, check_fact_value, check_facts_limits
 from memory.models import ImportantInfo, Message, Session, Topic
 from memory.persistent import invalidate_persistent_memory
 
@@ -307,6 +307,10 @@ def import_memory(*, user, agent, document: object) -> ImportReport:
                 user=user, agent=agent, organization_id=agent.organization_id
             )
             merged = {**facts.data, **doc["facts"]}
+            try:  # the scope's limits hold for an import too (docs/limits.md)
+                check_facts_limits(merged, before=facts.data)
+            except FactError as err:
+                raise ImportRefused(f"facts: {err}") from err
             if merged != facts.data:
                 facts.data = merged
                 facts.save(update_fields=["data", "updated_at"])

@@ -55,7 +55,7 @@ from django.utils import timezone
 
 from memory.constants import MIN_MEMORY_TURNS
 from memory.curation import do_summarizer_flag
-from memory.events import publish_on_commit, topic_payload
+from memory.events import publish_on_commit, topic_updated
 from memory.llm import LLMError, get_chat_model
 from memory.models import Message, Notes, Topic
 from memory.persistent import invalidate_persistent_memory
@@ -550,9 +550,7 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
 
 
 def publish_topic_updated(topic: Topic, *, reason: Literal["summary", "refresh"]) -> None:
-    publish_on_commit(
-        topic.session_id, {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
-    )
+    publish_on_commit(topic.session_id, topic_updated(topic, reason=reason))
 
 
 def do_summarize_topic(

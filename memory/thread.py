@@ -2,7 +2,7 @@
 
 from django.db.models import Sum
 
-from memory.events import message_payload, publish_on_commit
+from memory.events import message_created, publish_on_commit
 from memory.models import Message, Session, Topic
 
 # The lease (memory/leases.py) held while a turn of the session runs.
@@ -18,7 +18,7 @@ def store_message(*, session: Session, topic: Topic | None = None, **fields) -> 
     """Append a message (to the active topic unless told otherwise) and tell the clients
     once it is committed."""
     message = session.append_message(topic=topic, **fields)
-    publish_on_commit(session.pk, {"type": "message.created", "message": message_payload(message)})
+    publish_on_commit(session.pk, message_created(message))
     return message
 
 

@@ -27,11 +27,12 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.curation import CurationRefused, do_agent_curation
-from memory.facts import FactError, read_facts, set_fact, unset_fact
+from memory.facts import read_facts, set_fact, unset_fact
 from memory.llm import ToolCall
 from memory.models import Message, Session, Topic
-from memory.notes import NotesError, append_notes, read_latest_notes, replace_notes
+from memory.notes import append_notes, read_latest_notes, replace_notes
 from memory.thread import store_message
+from memory.validation import InvalidInput, loads_json
 
 logger = logging.getLogger(__name__)
 
@@ -187,8 +188,10 @@ def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[
         # transaction or the calls that follow.
         with transaction.atomic():
             return handler(session, arguments)
-    except (ToolError, CurationRefused, FactError, NotesError) as err:
+    except (ToolError, CurationRefused) as err:
         return {"error": str(err)}
+    except InvalidInput as err:  # a limit met says which one and how much room is left
+        return {"error": err.message, **getattr(err, "details", {})}
     except Exception:
         logger.exception("built-in tool %s failed in session %s", call.name, session.pk)
         return {"error": f"{call.name} failed unexpectedly; nothing was changed"}
@@ -220,9 +223,9 @@ def _parse_arguments(raw: str) -> dict:
     if raw is None or not str(raw).strip():
         return {}  # some models send "" for a call without arguments
     try:
-        arguments = json.loads(raw)
-    except ValueError as err:
-        raise ToolError(f"arguments are not valid JSON: {err}") from err
+        arguments = loads_json(str(raw), field="arguments")
+    except InvalidInput as err:
+        raise ToolError(err.message) from err
     if not isinstance(arguments, dict):
         raise ToolError("arguments must be a JSON object")
     return arguments

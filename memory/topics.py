@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from memory.events import publish_on_commit, topic_payload
+from memory.events import publish_on_commit, topic_created
 from memory.models import Notes, Session, Topic
 from memory.summarize import (
     PreparedSummary,
@@ -75,12 +75,6 @@ def _start_locked(
         topic = Topic.objects.create(session_id=session.pk, origin=Topic.Origin.USER)
         Session.objects.filter(pk=session.pk).exclude(drift_result="").update(drift_result="")
         publish_on_commit(
-            session.pk,
-            {
-                "type": "topic.created",
-                "topic": topic_payload(topic),
-                "previous": topic_payload(prior) if prior is not None else None,
-                "relocated_message_ids": [],
-            },
+            session.pk, topic_created(topic=topic, previous=prior, relocated_message_ids=[])
         )
     return topic

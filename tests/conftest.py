@@ -1,11 +1,15 @@
 """Shared fixtures: personas, scope builders and service checks."""
 
+import json
+
 import pytest
+from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.core.cache import cache
 
 from memory.models import Agent, Organization, Session
 from memory.outage import broker_breaker, channel_breaker
+from tests.event_shapes import event_problems
 
 pytest_plugins = ["tests.fake_openai"]
 
@@ -35,6 +39,60 @@ def _fresh_cache():
     broker_breaker.reset()
     channel_breaker.reset()
     yield
+
+
+class PublishedEvents:
+    """What the server published to sessions' sockets during a test, and how any of it
+    differs from docs/websocket-events.schema.json."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.problems: list[str] = []
+
+    def check(self, event: object, *, record: bool) -> None:
+        if record:
+            self.events.append(event)
+        self.problems.extend(event_problems(event))
+
+
+@pytest.fixture(autouse=True)
+def published(monkeypatch):
+    """Every event published to a session's sockets, and every frame a consumer sends,
+    checked against docs/websocket-events.schema.json: a test during which the server
+    sent an event that differs from its documented shape fails."""
+    from channels_redis.core import RedisChannelLayer
+
+    from chat.consumers import SessionConsumer
+
+    seen = PublishedEvents()
+    for layer in (InMemoryChannelLayer, RedisChannelLayer):
+        monkeypatch.setattr(layer, "group_send", _checked_group_send(layer.group_send, seen))
+    send = SessionConsumer.send
+
+    async def checked_send(self, text_data=None, bytes_data=None, close=False):
+        if text_data is not None:
+            seen.check(json.loads(text_data), record=False)
+        return await send(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    monkeypatch.setattr(SessionConsumer, "send", checked_send)
+    yield seen
+    if seen.problems:
+        pytest.fail(
+            "events differ from docs/websocket-events.schema.json:\n" + "\n".join(seen.problems)
+        )
+
+
+def _checked_group_send(group_send, seen: PublishedEvents):
+    async def checked(self, group, message):
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "session.event"
+            and "event" in message
+        ):
+            seen.check(message.get("event"), record=True)
+        return await group_send(self, group, message)
+
+    return checked
 
 
 @pytest.fixture

@@ -188,9 +188,9 @@ def test_deleting_a_missing_fact_is_a_404_that_says_so(as_alice, session):
         ("colour", {}, "value"),
         ("colour", {"value": "   "}, "value"),
         ("colour", {"value": None}, "value"),
-        ("colour", {"value": "x" * 3000}, "fact"),
-        ("k" * 201, {"value": "v"}, "fact"),
-        ("%20%20", {"value": "v"}, "fact"),
+        ("colour", {"value": "x" * 3000}, "value"),
+        ("k" * 201, {"value": "v"}, "key"),
+        ("%20%20", {"value": "v"}, "key"),
     ],
 )
 def test_bad_fact_input_is_a_400_and_nothing_is_stored(

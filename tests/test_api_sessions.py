@@ -77,7 +77,7 @@ def test_starting_a_session_gives_it_an_active_topic(alice, agent):
     body = response.json()
     session = Session.objects.get(pk=body["id"])
     assert session.user == alice and session.agent == agent and body["title"] == "Trip"
-    assert body["active_topic"] == session.active_topic().pk
+    assert body["active_topic_id"] == session.active_topic().pk
     assert body["usage"] == {
         "prompt_tokens": 0,
         "cached_tokens": 0,

@@ -210,7 +210,7 @@ async def test_malformed_and_oversized_frames_get_error_events_and_the_socket_st
         ("{not json", "malformed_json"),
         ('["a", "list"]', "invalid_frame"),
         ({"type": "message.delete"}, "unknown_type"),
-        ({"type": "message.send"}, "invalid_frame"),
+        ({"type": "message.send"}, "wrong_type"),
         ({"type": "message.send", "content": "  \n "}, "empty_message"),
         ({"type": "message.send", "content": "x" * (MAX_MESSAGE_CHARS + 1)}, "message_too_long"),
         ("x" * 200_000, "frame_too_large"),

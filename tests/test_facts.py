@@ -2,14 +2,8 @@
 
 import pytest
 
-from memory.facts import (
-    MAX_FACT_KEY_LENGTH,
-    MAX_FACT_VALUE_CHARS,
-    FactError,
-    read_facts,
-    set_fact,
-    unset_fact,
-)
+from memory.facts import FactError, read_facts, set_fact, unset_fact
+from memory.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS
 from memory.models import Agent, ImportantInfo, Organization
 
 
@@ -44,7 +38,7 @@ def test_keys_are_trimmed(alice, agent):
         ("", "x", "key must be a non-empty string"),
         ("   ", "x", "key must be a non-empty string"),
         (42, "x", "key must be a non-empty string"),
-        ("k" * (MAX_FACT_KEY_LENGTH + 1), "x", "longer than"),
+        ("k" * (MAX_FACT_KEY_CHARS + 1), "x", "longer than"),
         ("k", None, "use $unset"),
         ("k", "v" * MAX_FACT_VALUE_CHARS, "longer than"),
         ("k", float("nan"), "JSON value"),

@@ -117,7 +117,7 @@ def test_the_chat_page_carries_the_topics_and_the_active_conversation(as_alice, 
     assert response.status_code == 200
     state = initial_state(response)
     assert state["session"]["id"] == session.pk
-    assert state["session"]["agent"]["name"] == "Drift"
+    assert state["session"]["agent_name"] == "Drift"
     assert [t["id"] for t in state["topics"]] == [first.pk]
     assert state["topics"][0]["is_active"] is True
     assert [m["content"] for m in state["messages"]] == ["Hello there", "Hi! **Welcome**."]

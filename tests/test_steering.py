@@ -280,8 +280,9 @@ def test_a_new_topic_keeps_the_users_edit_of_the_prior_one(fake_openai, session,
     "body, problem",
     [
         ({"title": "   "}, "a topic needs a title"),
-        ({"title": "x" * 201}, "a title has at most 200 characters"),
-        ({"summary": "x" * 8001}, "a summary has at most 8000 characters"),
+        ({"title": "x" * 201}, "title has 201 characters; the limit is 200"),
+        ({"summary": "x" * 8001}, "summary has 8001 characters; the limit is 8000"),
+        ({"title": 5}, "title must be text, not a number"),
         ({}, "send a title, a summary, or both"),
         ({"title": None}, "may not be null"),
     ],
@@ -309,7 +310,7 @@ def test_the_owner_reads_one_topic(session, as_alice):
     topic = session.active_topic()
     answer = as_alice.get(f"/agents-api/topics/{topic.pk}")
     assert answer.status_code == 200
-    assert answer.json()["id"] == topic.pk and answer.json()["session"] == session.pk
+    assert answer.json()["id"] == topic.pk and answer.json()["session_id"] == session.pk
 
 
 def test_the_topics_own_messages_are_untouched_by_an_edit(session, as_alice):

@@ -122,7 +122,7 @@ def test_results_are_stored_as_tool_messages_in_the_active_topic_in_order(sessio
     [
         ("teleport", "{}", "unknown tool 'teleport'"),
         ("", "{}", "unknown tool ''"),
-        ("notes", "{not json", "arguments are not valid JSON"),
+        ("notes", "{not json", "not valid JSON"),
         ("notes", "[1, 2]", "arguments must be a JSON object"),
         ("notes", "{}", "operation must be one of $set, read, update"),
         ("notes", '{"operation": "delete"}', "operation must be one of"),

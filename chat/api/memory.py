@@ -11,15 +11,14 @@ from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat.api.input import CheckedField
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
 from chat.api.serializers import DetailSerializer
 from memory.curation import CurationRefused, do_user_curation
-from memory.events import topic_payload
-from memory.facts import FactError, check_fact_key, read_facts, set_fact, unset_fact
+from memory.facts import check_fact_key, check_fact_value, read_facts, set_fact, unset_fact
 from memory.models import MemoryState
 from memory.notes import read_latest_notes
 from memory.persistent import (
@@ -27,6 +26,14 @@ from memory.persistent import (
     get_persistent_memory,
     scope_memory_entries,
     truncate_to_budget,
+)
+from memory.representations import (
+    FactsRepresentation,
+    NotesRepresentation,
+    TopicRepresentation,
+    facts_representation,
+    notes_representation,
+    topic_representation,
 )
 
 _STATES = ", ".join(MemoryState.values)
@@ -44,20 +51,6 @@ class MemoryStateSerializer(serializers.Serializer):
             "null": f"expected one of: {_STATES}; got null",
         },
     )
-
-
-class TopicPayloadSerializer(serializers.Serializer):
-    """A topic as websocket events carry it (memory/events.py ``topic_payload``)."""
-
-    id = serializers.IntegerField()
-    title = serializers.CharField()
-    summary = serializers.CharField()
-    memory_state = serializers.ChoiceField(choices=MemoryState.choices)
-    keep_in_memory_manually_set = serializers.BooleanField()
-    deprecated_manually_set = serializers.BooleanField()
-    summary_manually_set = serializers.BooleanField(help_text="The user edited the text.")
-    is_active = serializers.BooleanField()
-    origin = serializers.CharField()
 
 
 class MemoryEntrySerializer(serializers.Serializer):
@@ -86,23 +79,17 @@ class SessionMemorySerializer(MemoryBlockSerializer):
     )
 
 
-class FactsSerializer(serializers.Serializer):
-    facts = serializers.DictField(child=serializers.JSONField())
-
-
 class FactValueSerializer(serializers.Serializer):
-    value = serializers.JSONField(help_text="Any JSON value: text, number, boolean, list, object.")
-
-
-class NotesSerializer(serializers.Serializer):
-    topic_id = serializers.IntegerField()
-    content = serializers.CharField()
-    archived = serializers.BooleanField(help_text="True for a closed topic's archived notes.")
+    value = CheckedField(
+        check_fact_value,
+        schema={},
+        help_text="Any JSON value: text, number, boolean, list, object (docs/limits.md).",
+    )
 
 
 @extend_schema(
     request=MemoryStateSerializer,
-    responses={200: TopicPayloadSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    responses={200: TopicRepresentation, 400: _BAD_INPUT, 404: _NOT_FOUND},
     summary="Set a topic's memory state (the brain icon), as the user",
 )
 @api_view(["PUT", "PATCH"])
@@ -120,7 +107,7 @@ def topic_memory(request: Request, topic_id: int) -> Response:
     except CurationRefused as refused:  # an empty topic: nothing to remember
         return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
     topic.refresh_from_db()
-    return Response(topic_payload(topic))
+    return Response(topic_representation(topic))
 
 
 @extend_schema(
@@ -139,17 +126,17 @@ def session_memory(request: Request, session_id: int) -> Response:
     return Response({**_block(get_persistent_memory(session=session)), "scope": _block(scope)})
 
 
-@extend_schema(responses={200: FactsSerializer, 404: _NOT_FOUND}, summary="Durable facts")
+@extend_schema(responses={200: FactsRepresentation, 404: _NOT_FOUND}, summary="Durable facts")
 @api_view(["GET"])
 def session_facts(request: Request, session_id: int) -> Response:
     session = owned_session_or_404(request.user, session_id)
-    return Response({"facts": read_facts(user=session.user, agent=session.agent)})
+    return Response(facts_representation(read_facts(user=session.user, agent=session.agent)))
 
 
 @extend_schema(
     methods=["PUT"],
     request=FactValueSerializer,
-    responses={200: FactsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    responses={200: FactsRepresentation, 400: _BAD_INPUT, 404: _NOT_FOUND},
     summary="Create or change one durable fact",
 )
 @extend_schema(
@@ -161,33 +148,28 @@ def session_facts(request: Request, session_id: int) -> Response:
 def session_fact(request: Request, session_id: int, key: str) -> Response:
     """Create, change or remove one durable fact of the session's (user, agent) scope."""
     session = owned_session_or_404(request.user, session_id)
-    try:
-        key = check_fact_key(key)
-        if request.method == "DELETE":
-            if not unset_fact(user=session.user, agent=session.agent, key=key):
-                return Response(
-                    {"detail": f"there is no fact named {key!r}"},
-                    status=status.HTTP_404_NOT_FOUND,
-                )
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        form = FactValueSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        value = form.validated_data["value"]
-        if isinstance(value, str) and not value.strip():
-            raise ValidationError({"value": ["a fact needs a value; DELETE it to remove it"]})
-        facts = set_fact(user=session.user, agent=session.agent, key=key, value=value)
-    except FactError as err:
-        raise ValidationError({"fact": [str(err)]}) from err
-    return Response({"facts": facts})
+    key = check_fact_key(key)  # InvalidInput is a 400 naming the field (chat/api/input.py)
+    if request.method == "DELETE":
+        if not unset_fact(user=session.user, agent=session.agent, key=key):
+            return Response(
+                {"detail": f"there is no fact named {key!r}"}, status=status.HTTP_404_NOT_FOUND
+            )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    form = FactValueSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    facts = set_fact(
+        user=session.user, agent=session.agent, key=key, value=form.validated_data["value"]
+    )
+    return Response(facts_representation(facts))
 
 
-@extend_schema(responses={200: NotesSerializer, 404: _NOT_FOUND}, summary="A topic's notes")
+@extend_schema(responses={200: NotesRepresentation, 404: _NOT_FOUND}, summary="A topic's notes")
 @api_view(["GET"])
 def topic_notes(request: Request, topic_id: int) -> Response:
     """The topic's notes: the active document, or for a closed topic its archived one."""
     topic = owned_topic_or_404(request.user, topic_id)
     content, archived = read_latest_notes(topic=topic)
-    return Response({"topic_id": topic.pk, "content": content, "archived": archived})
+    return Response(notes_representation(topic_id=topic.pk, content=content, archived=archived))
 
 
 def _block(memory: PersistentMemory) -> dict:

@@ -1,12 +1,29 @@
-"""Representations shared by the REST endpoints (and the OpenAPI schema built from them)."""
+"""What the REST endpoints read and answer (and the OpenAPI schema built from them).
+
+Messages, topics, sessions, facts and notes are answered in their one representation
+(memory/representations.py), the same the websocket events carry. Input fields are
+checked by the domain's ``check_*`` functions, raw: no silent coercion (chat/api/input.py).
+"""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from chat.protocol import FrameRefused, check_message_content
-from memory.models import Agent, MemoryState, Message, Organization, Session, Topic
+from chat.api.input import CheckedTextField, StrictPrimaryKeyRelatedField
+from memory.limits import MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.models import Agent, Organization, Session
+from memory.representations import (
+    MessageRepresentation,
+    SessionRepresentation,
+    TopicRepresentation,
+)
+from memory.validation import check_message_content, check_summary, check_title
+
+# One representation per resource, under the names the views and the schema use.
+MessageSerializer = MessageRepresentation
+TopicSerializer = TopicRepresentation
+SessionSerializer = SessionRepresentation
 
 
 class OrganizationSerializer(serializers.ModelSerializer):
@@ -35,34 +52,17 @@ class SessionUsageSerializer(UsageSerializer):
     )
 
 
-class SessionSerializer(serializers.ModelSerializer):
-    agent_name = serializers.CharField(source="agent.name", read_only=True)
-
-    class Meta:
-        model = Session
-        fields = [
-            "id",
-            "agent",
-            "agent_name",
-            "organization",
-            "title",
-            "message_count",
-            "created_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
-
-
+@extend_schema_serializer(component_name="SessionDetail")
 class SessionDetailSerializer(SessionSerializer):
-    active_topic = serializers.SerializerMethodField()
+    active_topic_id = serializers.SerializerMethodField()
     usage = SessionUsageSerializer(read_only=True)
 
     class Meta(SessionSerializer.Meta):
-        fields = [*SessionSerializer.Meta.fields, "active_topic", "usage"]
+        fields = [*SessionSerializer.Meta.fields, "active_topic_id", "usage"]
         read_only_fields = fields
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_active_topic(self, session: Session) -> int | None:
+    def get_active_topic_id(self, session: Session) -> int | None:
         return next((topic.pk for topic in session.topics.all() if topic.is_active), None)
 
 
@@ -85,28 +85,28 @@ class MessagePageSerializer(serializers.Serializer):
     )
 
 
-class _TextOnly(serializers.CharField):
-    """A CharField that refuses numbers and booleans instead of turning them into text."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+def _new_session_title(title: object) -> str:
+    return check_title(title).strip()
 
 
 class RenameSessionSerializer(serializers.Serializer):
-    title = _TextOnly(
-        max_length=200,
-        allow_blank=True,
+    title = CheckedTextField(
+        _new_session_title,
+        schema={"type": "string", "maxLength": MAX_TITLE_CHARS},
         help_text="The new title; empty to show the active topic's title again.",
     )
 
 
 class StartSessionSerializer(serializers.Serializer):
-    agent = serializers.PrimaryKeyRelatedField(
+    agent = StrictPrimaryKeyRelatedField(
         queryset=Agent.objects.none(), help_text="An agent of one of your organizations."
     )
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = CheckedTextField(
+        check_title,
+        required=False,
+        default="",
+        schema={"type": "string", "maxLength": MAX_TITLE_CHARS},
+    )
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -115,33 +115,16 @@ class StartSessionSerializer(serializers.Serializer):
             self.fields["agent"].queryset = Agent.objects.usable_by(user)
 
 
-class TopicSerializer(serializers.ModelSerializer):
-    memory_state = serializers.ChoiceField(choices=MemoryState.choices, read_only=True)
-
-    class Meta:
-        model = Topic
-        fields = [
-            "id",
-            "session",
-            "title",
-            "summary",
-            "memory_state",
-            "keep_in_memory_manually_set",
-            "deprecated_manually_set",
-            "summary_manually_set",
-            "is_active",
-            "origin",
-            "created_at",
-            "closed_at",
-        ]
-        read_only_fields = fields
-
-
 class TopicEditSerializer(serializers.Serializer):
-    """A user's correction: either field, or both (memory/curation.py checks the text)."""
+    """A user's correction: either field, or both (memory/curation.py checks the text).
+    Text only: a number is refused, not read as its digits."""
 
-    title = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
-    summary = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+    title = CheckedTextField(
+        check_title, required=False, schema={"type": "string", "maxLength": MAX_TITLE_CHARS}
+    )
+    summary = CheckedTextField(
+        check_summary, required=False, schema={"type": "string", "maxLength": MAX_SUMMARY_CHARS}
+    )
 
     def validate(self, data):
         if not data:
@@ -149,36 +132,12 @@ class TopicEditSerializer(serializers.Serializer):
         return data
 
 
-class MessageSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Message
-        fields = [
-            "id",
-            "seq",
-            "session",
-            "topic",
-            "role",
-            "content",
-            "tool_calls",
-            "tool_call_id",
-            "tool_name",
-            "model_name",
-            "prompt_tokens",
-            "cached_tokens",
-            "completion_tokens",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
 class SendMessageSerializer(serializers.Serializer):
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
-
-    def validate_content(self, content: str) -> str:
-        try:
-            return check_message_content(content)
-        except FrameRefused as refused:
-            raise serializers.ValidationError(refused.message, code=refused.code) from refused
+    content = CheckedTextField(
+        check_message_content,
+        schema={"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS},
+        help_text="1 to 16,000 characters, not only whitespace (docs/limits.md).",
+    )
 
 
 class TurnSerializer(serializers.Serializer):

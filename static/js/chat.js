@@ -17,7 +17,7 @@
   const D = window.Driftless;
   const initial = JSON.parse(document.getElementById("driftless-initial").textContent);
   const sessionId = initial.session.id;
-  const agentName = initial.session.agent.name;
+  const agentName = initial.session.agent_name;
   const api = D.createApi(initial.csrf_token);
 
   const RECONNECT_BASE_MS = 500;
@@ -88,7 +88,6 @@
     inspector.refresh("memory", "context");
   }
 
-  const normalize = (message) => ({ ...message, topic_id: message.topic_id !== undefined ? message.topic_id : message.topic });
   const messagesUrl = (id) => "/agents-api/topics/" + id + "/messages?limit=" + pageSize;
 
   function showSessionName() {
@@ -122,7 +121,7 @@
     try {
       const data = await api.get(messagesUrl(id) + "&before=" + viewedMessages[0].seq);
       if (viewedId !== id) return;
-      const older = D.results(data).map(normalize);
+      const older = D.results(data);
       showTopic(id, older.concat(viewedMessages), { earlier: older.length >= pageSize, keepScroll: true });
       D.announce(older.length ? older.length + " earlier messages loaded." : "There are no earlier messages.");
     } catch (err) {
@@ -138,7 +137,7 @@
     }
     try {
       const data = await api.get(messagesUrl(id));
-      showTopic(id, D.results(data).map(normalize));
+      showTopic(id, D.results(data));
     } catch (err) {
       D.toast("Could not open that topic: " + err.message);
     }
@@ -148,7 +147,7 @@
     const id = topics.activeId();
     try {
       const data = await api.get(messagesUrl(id));
-      showTopic(id, D.results(data).map(normalize));
+      showTopic(id, D.results(data));
     } catch (err) {
       D.toast("Could not load the conversation: " + err.message);
     }
@@ -205,7 +204,6 @@
   // --- events -----------------------------------------------------------------------------
   const handlers = {
     "message.created"({ message }) {
-      message = normalize(message);
       sessions.touch({ updated_at: new Date().toISOString() });
       if (message.topic_id === viewedId && !thread.has(message.id)) {
         viewedMessages.push(message);

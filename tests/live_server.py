@@ -1,0 +1,80 @@
+"""A real ASGI server for the tests that need one: ``manage.py runserver`` (daphne, with
+the settings' websocket limits, as ``make run`` serves), on a free port, against this
+run's test database and channel-layer prefix. The tests that use it need
+``transactional_db`` so the rows they create are committed where the server reads them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+START_SECONDS = 60
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def running_server(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """The base URL of a server started for the caller (with ``extra_env`` added to its
+    environment), stopped when the block ends."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    run = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix")
+    if run:  # the server's events reach this run's channel layer
+        env["DRIFTLESS_TEST_RUN"] = run
+    env.pop("DEBUG", None)  # served as in production: no debug pages
+    log = tempfile.NamedTemporaryFile(prefix="runserver-", suffix=".log", delete=False)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_SECONDS
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/login/", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the server did not start; its log:\n{Path(log.name).read_text()[-4000:]}"
+                )
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
