@@ -4,6 +4,7 @@ truth, commands and tools said in sentences, long threads, tables, and the brain
 from datetime import timedelta
 
 import pytest
+from playwright.sync_api import expect
 from django.utils import timezone
 
 from chat.api.serializers import MESSAGE_PAGE_SIZE
@@ -58,7 +59,8 @@ def test_the_sidebar_lists_creates_renames_deletes_and_switches_sessions(
     with page.expect_response(lambda r: r.url.endswith(f"/sessions/{older.pk}/")) as saved:
         page.keyboard.press("Enter")
     assert saved.value.status == 200
-    assert session_row(page, older).locator(".session-title").inner_text() == "Lisbon, May"
+    # The page updates its row once it has read the answer: wait for it.
+    expect(session_row(page, older).locator(".session-title")).to_have_text("Lisbon, May")
     older.refresh_from_db()
     assert older.title == "Lisbon, May"
     assert page.evaluate("document.activeElement.classList.contains('session-rename')")
