@@ -4,8 +4,8 @@ truth, commands and tools said in sentences, long threads, tables, and the brain
 from datetime import timedelta
 
 import pytest
-from playwright.sync_api import expect
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from chat.api.serializers import MESSAGE_PAGE_SIZE
 from memory.facts import read_facts
