@@ -130,60 +130,40 @@ SEARCH_INDEXES = {
 
 
 class _postgres:
-    @staticmethod
-    def _query(words: list[str]) -> SearchQuery:
-        # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
-        return SearchQuery(
-            " & ".join(f"{word}:*" for word in words), config=PG_CONFIG, search_type="raw"
-        )
-
     @classmethod
     def topics(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
-        query = cls._query(words)
-        rows = (
-            Topic.objects.filter(session__in=sessions)
-            .annotate(document=TOPIC_VECTOR)
-            .filter(document=query)
-            .annotate(
-                rank=SearchRank(TOPIC_VECTOR, query),
-                headline=SearchHeadline(
-                    "summary",
-                    query,
-                    config=PG_CONFIG,
-                    start_sel="",
-                    stop_sel="",
-                    max_words=SNIPPET_WORDS,
-                    min_words=SNIPPET_WORDS // 2,
-                ),
-            )
-            .order_by("-rank", "-pk")[:limit]
-        )
+        topics = Topic.objects.filter(session__in=sessions)
+        rows = cls._ranked(topics, TOPIC_VECTOR, "summary", words=words, limit=limit)
         return [_topic_hit(topic, topic.headline) for topic in rows]
 
     @classmethod
     def messages(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
-        query = cls._query(words)
-        rows = (
-            Message.objects.filter(session__in=sessions)
-            .conversation()
-            .annotate(document=MESSAGE_VECTOR)
+        messages = Message.objects.filter(session__in=sessions).conversation()
+        rows = cls._ranked(messages, MESSAGE_VECTOR, "content", words=words, limit=limit)
+        return [_message_hit(message, message.headline) for message in rows.select_related("topic")]
+
+    @staticmethod
+    def _ranked(rows, vector: SearchVector, snippet_field: str, *, words: list[str], limit: int):
+        """The rows whose ``vector`` matches every word, best first, each with a headline."""
+        # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
+        query = SearchQuery(
+            " & ".join(f"{word}:*" for word in words), config=PG_CONFIG, search_type="raw"
+        )
+        headline = SearchHeadline(
+            snippet_field,
+            query,
+            config=PG_CONFIG,
+            start_sel="",
+            stop_sel="",
+            max_words=SNIPPET_WORDS,
+            min_words=SNIPPET_WORDS // 2,
+        )
+        return (
+            rows.annotate(document=vector)
             .filter(document=query)
-            .annotate(
-                rank=SearchRank(MESSAGE_VECTOR, query),
-                headline=SearchHeadline(
-                    "content",
-                    query,
-                    config=PG_CONFIG,
-                    start_sel="",
-                    stop_sel="",
-                    max_words=SNIPPET_WORDS,
-                    min_words=SNIPPET_WORDS // 2,
-                ),
-            )
-            .select_related("topic")
+            .annotate(rank=SearchRank(vector, query), headline=headline)
             .order_by("-rank", "-pk")[:limit]
         )
-        return [_message_hit(message, message.headline) for message in rows]
 
 
 # --- SQLite: FTS5 tables kept by triggers ---------------------------------------------------
