@@ -25,6 +25,8 @@ from daphne.http_protocol import WebRequest
 from daphne.server import Server
 from twisted.internet import reactor
 
+from memory.limits import SERVER_MAX_FRAME_BYTES
+
 logger = logging.getLogger("driftless.serve")
 
 # In-flight turns get this long to finish before they are marked interrupted.
@@ -106,8 +108,18 @@ class GracefulCommandLine(CommandLineInterface):
     server_class = GracefulServer
 
 
+def with_frame_limits(argv: list[str]) -> list[str]:
+    """daphne's own limit is 1 MiB (a larger frame drops the connection with no close
+    frame); the server takes SERVER_MAX_FRAME_BYTES unless the command line says otherwise,
+    so the app answers frames up to it with ``frame_too_large`` on an open socket."""
+    for flag in ("--websocket-max-message-size", "--websocket-max-frame-size"):
+        if not any(arg.startswith(flag) for arg in argv):
+            argv = [flag, str(SERVER_MAX_FRAME_BYTES), *argv]
+    return argv
+
+
 def main() -> None:
-    GracefulCommandLine().run(sys.argv[1:])
+    GracefulCommandLine().run(with_frame_limits(sys.argv[1:]))
 
 
 if __name__ == "__main__":

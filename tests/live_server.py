@@ -1,6 +1,6 @@
-"""A real ASGI server for the tests that need one: ``manage.py runserver`` (daphne, with
-the settings' websocket limits, as ``make run`` serves), on a free port, against this
-run's test database and channel-layer prefix. The tests that use it need
+"""A real ASGI server for the tests that need one: ``python -m driftless.serve`` (daphne
+with the project's websocket limits and graceful stop, as ``make run`` serves), on a free
+port, against this run's test database and channel-layer prefix. The tests that use it need
 ``transactional_db`` so the rows they create are committed where the server reads them.
 """
 
@@ -46,9 +46,10 @@ def running_server(extra_env: dict[str, str] | None = None) -> Iterator[str]:
     if run:  # the server's events reach this run's channel layer
         env["DRIFTLESS_TEST_RUN"] = run
     env.pop("DEBUG", None)  # served as in production: no debug pages
-    log = tempfile.NamedTemporaryFile(prefix="runserver-", suffix=".log", delete=False)
+    log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log", delete=False)
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port)]
+        + ["driftless.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log,
