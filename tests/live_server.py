@@ -30,13 +30,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SERVE = ["-m", "driftless.serve"]  # what make run serves
+DAPHNE = ["-m", "daphne"]  # plain daphne: no sweep thread, no graceful stop
+
+
 @contextmanager
-def running_server(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+def running_server(
+    extra_env: dict[str, str] | None = None, *, server: list[str] = SERVE
+) -> Iterator[str]:
     """The base URL of a server started for the caller (with ``extra_env`` added to its
-    environment), stopped when the block ends."""
+    environment; without DEBUG it serves as in production), stopped when the block ends."""
     port = free_port()
+    base = {name: value for name, value in os.environ.items() if name != "DEBUG"}
     env = {
-        **os.environ,
+        **base,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
         "PYTHONUNBUFFERED": "1",
@@ -45,10 +52,9 @@ def running_server(extra_env: dict[str, str] | None = None) -> Iterator[str]:
     run = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix")
     if run:  # the server's events reach this run's channel layer
         env["DRIFTLESS_TEST_RUN"] = run
-    env.pop("DEBUG", None)  # served as in production: no debug pages
     log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log", delete=False)
     process = subprocess.Popen(
-        [sys.executable, "-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port)]
+        [sys.executable, *server, "-b", "127.0.0.1", "-p", str(port)]
         + ["driftless.asgi:application"],
         cwd=ROOT,
         env=env,

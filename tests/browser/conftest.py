@@ -10,20 +10,15 @@ the browser holds, and rows the tests create are what the server reads. The test
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from tests.live_server import DAPHNE, running_server
+
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_START_SECONDS = 30
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -55,56 +50,14 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 800}}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_daphne(env_overrides: dict[str, str]):
     """daphne serving driftless.asgi on the test database; yields its URL, then stops it."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
         pytest.skip("browser tests share the test database with a server: PostgreSQL only")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
-        "DRIFTLESS_TEST_RUN": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
-        "PYTHONUNBUFFERED": "1",
-        **env_overrides,
-    }
-    log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        + ["driftless.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/login/", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"daphne did not start; its log:\n{Path(log.name).read_text()[-4000:]}")
-        time.sleep(0.2)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    with running_server(env_overrides, server=DAPHNE) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
