@@ -97,7 +97,7 @@ _JA_FOLLOW_UP = re.compile(r"^(?:それ|じゃあ|では|あと|それで|その
 #: Pronouns and place words that point at the subject at hand ("is it safe?", "what's the
 #: weather like up there?", "а сколько это стоит?", "¿y eso cuánto cuesta?"), per language.
 #: Articles that double as pronouns ("la", "das", "lo") are left out.
-REFERENCES = frozenset(
+_REFERENCES = frozenset(
     """
     it its that this these those they them their he she him her there
     ça cela ceci il elle ils elles celui celle ceux celles là
@@ -165,7 +165,7 @@ def opens_with_reference(text: str) -> bool:
     """
     clauses = opening_clauses(text, sentences=1)
     for word in words(clauses[0]) if clauses else ():
-        if word in REFERENCES or _elided_reference(word):
+        if word in _REFERENCES or _elided_reference(word):
             return True
         if content_terms(word):
             return False
@@ -187,9 +187,9 @@ def leans_on_topic(text: str) -> bool:
         return False
     if _JA_FOLLOW_UP.match(first[0]) or first[0].startswith(("そこ", "あそこ")):
         return True
-    return any(w in REFERENCES or _elided_reference(w) for w in words(first[0]))
+    return any(w in _REFERENCES or _elided_reference(w) for w in words(first[0]))
 
 
 def _elided_reference(word: str) -> bool:
     """ "s'il", "qu'il", "c'est": a pronoun joined to an elided word by an apostrophe."""
-    return "'" in word and any(part in REFERENCES for part in word.split("'"))
+    return "'" in word and any(part in _REFERENCES for part in word.split("'"))
