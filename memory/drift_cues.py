@@ -187,10 +187,13 @@ _SIMILARITY_FLOOR = 0.01
 
 #: A new subject names itself: a turn with a few content words of its own ("How do I
 #: cancel my gym membership?") may open one, a turn with one or none ("А сколько это
-#: стоит?", "And the weather up there?") asks about the subject at hand. Past this many
-#: words a turn names nothing more (counted up to here, so that a long question does not
-#: weigh more than a short one that names its subject).
-SUBJECT_TERMS_CAP = 4
+#: стоит?", "And the weather up there?") asks about the subject at hand. Words are counted
+#: up to this many, so that a long question does not weigh more than one that names its
+#: subject. Chosen by five-fold cross-validation on product-tune (three fold seeds): 6
+#: gives Pk .029 to .052, 4 gives .059 to .076 and 0.17 to 0.21 false forks per
+#: single-subject dialogue once the half holds terse switches ("Pancake recipe?"), which
+#: this cue leaves to the other cues (most are missed).
+SUBJECT_TERMS_CAP = 6
 
 #: Exchange-cue margin of a user turn the assistant has not answered yet: with long
 #: replies a question alone cannot tell a follow-up from a new subject ("Should I
@@ -357,28 +360,30 @@ def _without(counts: Counter[str], terms: frozenset[str]) -> Counter[str]:
 #: (the tune half, six languages) with ``python bench/drift_quality.py --fit-exchange
 #: bench/data/product-tune.jsonl`` (ridge 1).
 EXCHANGE_WEIGHTS: dict[str, float] = {
-    "bias": -12.5,
-    "turn_score": 1.051,
-    "announces_switch": 3.677,
-    "announces_return": 2.598,
-    "follows_up": -0.9,
-    "refers_back": -1.406,
-    "leans_on_topic": -1.02,
-    "names_subject": 3.811,
-    "similarity_before": -0.912,
-    "similarity_after": -1.043,
-    "reuses_reply": -0.824,
-    "user_similarity_before": 0.736,
-    "user_similarity_after": -0.148,
-    "next_stays_new": 0.584,
+    "bias": -13.663,
+    "turn_score": 0.807,
+    "announces_switch": 2.93,
+    "announces_return": 2.204,
+    "follows_up": -1.12,
+    "refers_back": -1.796,
+    "leans_on_topic": -1.084,
+    "names_subject": 3.902,
+    "similarity_before": -1.023,
+    "similarity_after": -1.147,
+    "reuses_reply": -0.921,
+    "user_similarity_before": 0.646,
+    "user_similarity_after": -0.186,
+    "next_stays_new": 0.648,
 }
 
-#: The exchange cues' probability of a new subject at which they alone would fork. On
-#: product-tune (51 dialogues) at the product's ten-message cadence it gives Pk 0.032, 43
-#: of 48 switches found within two turns and no false fork in 24 single-subject
-#: dialogues; 0.15 gives Pk 0.027 but forks 0.25 times per single-subject dialogue at a
-#: one-message cadence (0.17 here), 0.3 to 0.45 find fewer switches (Pk 0.034 to 0.043).
-EXCHANGE_THRESHOLD = 0.2
+#: The exchange cues' probability of a new subject at which they alone would fork, chosen
+#: by five-fold cross-validation on product-tune (weights refitted on four folds, scored
+#: on the fifth at the product's ten-message cadence, three fold seeds): 0.25 gives Pk
+#: .034 to .041 and no false fork; 0.2 gives .029 to .052 and 0.08 false forks per
+#: single-subject dialogue with one seed, 0.15 up to 0.12, 0.3 finds fewer switches. On
+#: the whole half: Pk 0.035, 49 of 56 switches found within two turns, no false fork in
+#: 24 single-subject dialogues.
+EXCHANGE_THRESHOLD = 0.25
 
 
 def logit(probability: float) -> float:
