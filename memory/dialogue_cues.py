@@ -20,10 +20,10 @@ _COURTESY = re.compile(
     r"^(?:(?:ok(?:ay)?|thanks?(?: you)?(?: so much)?|great|perfect|cool|nice|awesome|"
     r"got it|sorry|alright|all right|right|oh|hmm|hey|hi|well|good to know|makes sense|"
     r"that (?:helps|makes sense)|understood|"
-    r"gracias|vale|perfecto|genial|bueno|entendido|de acuerdo|"
-    r"danke(?: schön)?|super|alles klar|gut|verstanden|prima|"
-    r"merci(?: beaucoup)?|d'accord|parfait|super|très bien|compris|"
-    r"спасибо|понятно|хорошо|отлично|ясно|ок)\b[\s,.!:;\u2014\u2013-]*)+",
+    r"gracias|vale|perfecto|genial|bueno|entendido|de acuerdo|ah|okey|"
+    r"danke(?: schön)?|super|alles klar|gut|verstanden|prima|ach so|"
+    r"merci(?: beaucoup)?|d'accord|parfait|super|très bien|compris|bon|génial|top|"
+    r"спасибо|понятно|хорошо|отлично|ясно|ок|окей|ладно|ага|супер)\b[\s,.!:;\u2014\u2013-]*)+",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
@@ -40,26 +40,29 @@ _SWITCH_CUE = re.compile(
     # Spanish
     r"cambi(?:o|ando|emos) de tema|otra pregunta|otro tema|por cierto|"
     r"nada que ver|sin relación|(?:algo|tema|pregunta) (?:distint[oa]|diferente|aparte)|"
+    r"cambiando de tercio|otra consulta|"
     # German
     r"übrigens|andere frage|anderes thema|themenwechsel|"
-    r"neues thema|nebenbei bemerkt|themawechsel|"
+    r"neues thema|nebenbei bemerkt|themawechsel|apropos|andere sache|nichts damit zu tun|"
     # French
     r"au fait|autre question|autre sujet|changement de sujet|chang(?:eons|er) de sujet|"
-    r"rien à voir|sans rapport|question différente|"
+    r"rien à voir|sans rapport|question différente|hors[- ]sujet|dans un (?:tout )?autre registre|"
     # Russian
     r"кстати|другой вопрос|друг(?:ая|ую) тем[аеу]|смен(?:им|а) тем[ыу]|"
-    r"совсем (?:другое|о другом|другой вопрос)|не по теме|на другую тему|отвлеч[её]мся)\b",
+    r"совсем (?:другое|о другом|другой вопрос)|не по теме|на другую тему|отвлеч[её]мся|"
+    r"из другой оперы|по другому поводу)\b",
     re.IGNORECASE,
 )
 #: Words that announce a change of subject only where a clause starts: "Unrelated,
 #: but ..." and "Something else: ..." do, "is it unrelated to ..." and "laziness or
 #: something else?" do not. A few words may come first ("Quick unrelated ...").
 _SWITCH_OPENER = re.compile(
-    r"^(?:(?:anyway|anyways|moving on)\b|(?:(?:a|one|more|quick|random|small|little|"
+    r"^(?:(?:anyway|anyways|moving on|à part ça)\b|(?:(?:a|one|more|quick|random|small|little|"
     r"totally|completely|somewhat|something|also|and|but|so|now)[\s,]+){0,2}"
     r"(?:unrelated|something else|something (?:completely|totally|entirely) different)\b|"
-    r"(?:(?:y|und|et|mais|pero|noch|а|и)[\s,]+)?(?:otra cosa|algo (?:totalmente |muy )?distinto|"
-    r"(?:tout )?autre chose|(?:etwas |was )?(?:ganz |völlig )?anderes|совсем другое)\b)",
+    r"(?:(?:y|und|et|mais|pero|noch|mal|а|и)[\s,]+)?"
+    r"(?:otra cosa|algo (?:totalmente |muy )?distinto|(?:tout )?autre chose|"
+    r"(?:etwas |was )?(?:ganz |völlig )?anderes|совсем другое)\b)",
     re.IGNORECASE,
 )
 #: Phrases by which a speaker goes back to an earlier subject, where a clause starts
@@ -86,11 +89,26 @@ _FOLLOW_UP_OPENER = re.compile(
     r"(?:does|is|would|will|can|could|should) (?:that|it|this|they|these|those)|"
     r"it|that|this|these|those|they|them|same|which one|"
     r"(?:one more|one last|last|another) (?:thing|question)|"
-    r"y|también|entonces|und|auch|dann|et|aussi|alors|и|тогда|также|а если|а как)\b",
+    r"y|también|entonces|pero|und|auch|dann|aber|oder|et|aussi|alors|mais|ou|"
+    r"и|а|тогда|также|но|или)\b",
     re.IGNORECASE,
 )
 _JA_FOLLOW_UP = re.compile(r"^(?:それ|じゃあ|では|あと|それで|その|この|そして|また)")
-_PRONOUNS = frozenset("it its that this these those they them their he she him her".split())
+#: Pronouns and place words that point at the subject at hand ("is it safe?", "what's the
+#: weather like up there?", "а сколько это стоит?", "¿y eso cuánto cuesta?"), per language.
+#: Articles that double as pronouns ("la", "das", "lo") are left out.
+_REFERENCES = frozenset(
+    """
+    it its that this these those they them their he she him her there
+    ça cela ceci il elle ils elles celui celle ceux celles là
+    eso esto ello ese esa esos esas aquello ahí allí allá
+    es dies dort dabei dafür dazu damit davon darauf darüber dorthin
+    это этот эта эти этого этом он она оно они его её ее их там туда тут такой такие
+    """.split()
+)
+#: A turn naming at most this many content words beside a reference to the subject at
+#: hand names no subject of its own: "А комары там сильно кусают?" asks about the trip.
+LEANING_TERMS = 3
 
 
 def opening_clauses(text: str, sentences: int = 2) -> list[str]:
@@ -100,7 +118,7 @@ def opening_clauses(text: str, sentences: int = 2) -> list[str]:
     "Different question"]: a cue phrase counts where a speaker announces the turn,
     not anywhere in it.
     """
-    body = _COURTESY.sub("", " ".join(text.split()))
+    body = _COURTESY.sub("", " ".join(text.replace("\u2019", "'").split()))
     clauses = []
     for sentence in _SENTENCE_END.split(body)[:sentences]:
         clause = _CLAUSE_END.split(_COURTESY.sub("", sentence), maxsplit=1)[0].strip(" ,¿¡")
@@ -110,7 +128,8 @@ def opening_clauses(text: str, sentences: int = 2) -> list[str]:
 
 
 def _sentence_starts(text: str, sentences: int = 2) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split()))[:sentences]]
+    flat = " ".join(text.replace("\u2019", "'").split())
+    return [s.strip() for s in _SENTENCE_END.split(flat)[:sentences]]
 
 
 def announces_switch(text: str) -> bool:
@@ -146,8 +165,31 @@ def opens_with_reference(text: str) -> bool:
     """
     clauses = opening_clauses(text, sentences=1)
     for word in words(clauses[0]) if clauses else ():
-        if word in _PRONOUNS:
+        if word in _REFERENCES or _elided_reference(word):
             return True
         if content_terms(word):
             return False
     return False
+
+
+def leans_on_topic(text: str) -> bool:
+    """Does the turn ask about the subject at hand without naming a subject of its own?
+
+    A short turn (at most :data:`LEANING_TERMS` content words) whose first sentence
+    points back by a pronoun or a place word: "And what about the weather up there?",
+    "А комары там сильно кусают?", "Et s'il pleut ?". Japanese points back by its
+    demonstratives at the start (それ, その, そこ).
+    """
+    if len(set(content_terms(text))) > LEANING_TERMS or announces_switch(text):
+        return False
+    first = _sentence_starts(text, sentences=1)
+    if not first:
+        return False
+    if _JA_FOLLOW_UP.match(first[0]) or first[0].startswith(("そこ", "あそこ")):
+        return True
+    return any(w in _REFERENCES or _elided_reference(w) for w in words(first[0]))
+
+
+def _elided_reference(word: str) -> bool:
+    """ "s'il", "qu'il", "c'est": a pronoun joined to an elided word by an apostrophe."""
+    return "'" in word and any(part in _REFERENCES for part in word.split("'"))

@@ -16,6 +16,10 @@ here is cheap and offline:
   keeps content words the big English list removes ("able", "home", "great").
 * **Stemming** is Snowball (``snowballstemmer``) for the text's language, so "cooking"
   and "cooked", "поездку" and "поездки", "reservar" and "reserva" count as one term.
+  Latin-script words lose their accents first, so "école" and "ecole" are one term.
+* **Elision**: an apostrophe joins a word to an elided article or pronoun ("l'eau",
+  "d’habitation", "qu'il", "dell'acqua") or to a possessive ("people's"); each part that
+  is not a stop word is a word of its own.
 
 The conversational cues (how a turn announces a new subject, a return, a follow-up)
 live in :mod:`memory.dialogue_cues`.
@@ -93,9 +97,11 @@ def stopwords(language: str) -> frozenset[str]:
     if language == "en":
         return ENGLISH_STOPWORDS
     try:
-        return frozenset(word.lower() for word in stopwordsiso.stopwords(language))
+        listed = {word.lower() for word in stopwordsiso.stopwords(language)}
     except Exception:  # a language the collection lacks: no stop words
         return frozenset()
+    # typed without accents too: "tres", "deja", "fur"
+    return frozenset(listed | {_fold(word, language) for word in listed})
 
 
 @cache
@@ -136,9 +142,11 @@ def language_of(text: str) -> str:
         return "ru"
     votes: Counter[str] = Counter()
     table = _stop_word_votes()
-    for token in _TOKEN.findall(text.lower()):
-        for language, weight in table.get(token, {}).items():
-            votes[language] += weight
+    for token in words(text):
+        # "qu'est-ce" and "l'eau" vote by their parts ("qu", "l") when whole they are unknown
+        for part in [token] if token in table or "'" not in token else token.split("'"):
+            for language, weight in table.get(part, {}).items():
+                votes[language] += weight
     if not votes:
         return DEFAULT_LANGUAGE
     best, weight = max(votes.items(), key=lambda item: (item[1], item[0] == DEFAULT_LANGUAGE))
@@ -194,10 +202,32 @@ def _terms(text: str, language: str) -> tuple[str, ...]:
             continue
         if word in stop or word.isdigit() or len(word) < 2:
             continue
-        base = word.split("'")[0]
-        if base and base not in stop:
-            terms.append(stem(base, language))
+        terms.extend(stem(_fold(part, language), language) for part in _word_parts(word, stop))
     return tuple(terms)
+
+
+@lru_cache(maxsize=65536)
+def _fold(term: str, language: str) -> str:
+    """A Latin-script word without its accents, so that "école" and "ecole", "canapé" and
+    "canape" (typed on a phone or a foreign keyboard) stem alike; Cyrillic keeps its
+    letters (й is not и)."""
+    if term.isascii() or language not in _LATIN_LANGUAGES:
+        return term
+    decomposed = unicodedata.normalize("NFD", term)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def _word_parts(word: str, stop: frozenset[str]) -> list[str]:
+    """The parts of a word joined by apostrophes that carry meaning.
+
+    An apostrophe joins an elided article, pronoun or conjunction to the word after it
+    in French and Italian ("l'appartement", "d'embauche", "qu'il", "dell'acqua") and a
+    possessive or contraction to the word before it in English ("people's"): the parts
+    that are stop words or single letters go, the others are words of their own.
+    """
+    if "'" not in word:
+        return [word]
+    return [part for part in word.split("'") if len(part) >= 2 and part not in stop]
 
 
 def content_terms(text: str) -> list[str]:
