@@ -36,7 +36,14 @@ from chat.protocol import TURN_IN_PROGRESS_MESSAGE
 from memory import leases
 from memory.context import ContextStack, assemble_context, render_window
 from memory.deletion import do_delete_session
-from memory.events import publish, publish_on_commit
+from memory.events import (
+    publish,
+    publish_on_commit,
+    reply_delta,
+    turn_done,
+    turn_error,
+    turn_started,
+)
 from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
 from memory.models import Deletion, Message, Session, Topic
 from memory.pipeline import note_message_stored
@@ -204,10 +211,7 @@ def do_delete_session_between_turns(*, session: Session, deleted_by, via: str) -
 
 def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
-    publish(
-        session.pk,
-        {"type": "turn.started", "turn_id": result.turn_id, "user_message_id": user_message.pk},
-    )
+    publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
         with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
             stack = assemble_context(
@@ -235,12 +239,11 @@ def _announce_done(session: Session, result: TurnResult) -> None:
     next message the moment it sees the event must not be refused as busy."""
     publish_on_commit(
         session.pk,
-        {
-            "type": "turn.done",
-            "turn_id": result.turn_id,
-            "reply_message_id": result.reply.pk if result.reply else None,
-            "ok": result.failure is None,
-        },
+        turn_done(
+            result.turn_id,
+            reply_message_id=result.reply.pk if result.reply else None,
+            ok=result.failure is None,
+        ),
     )
 
 
@@ -299,9 +302,7 @@ def _stream(
 ) -> Completion:
     """Stream one model answer to the clients, deltas coalesced, and return it complete."""
     deltas = DeltaBatcher(
-        lambda text: publish(
-            session.pk, {"type": "reply.delta", "turn_id": turn_id, "delta": text}
-        ),
+        lambda text: publish(session.pk, reply_delta(turn_id, text)),
         seconds=settings.STREAM_BATCH_SECONDS,
     )
     try:
@@ -337,10 +338,7 @@ def _fail(
         result.error = _store(session, role=Message.Role.ERROR, content=text)
     except Exception:  # the database itself may be what failed: still tell the clients
         logger.exception("could not store the error record of turn %s", result.turn_id)
-    publish_on_commit(
-        session.pk,
-        {"type": "turn.error", "turn_id": result.turn_id, "error": text, "retryable": True},
-    )
+    publish_on_commit(session.pk, turn_error(result.turn_id, text))
 
 
 def _store(session: Session, **fields) -> Message:

@@ -180,6 +180,23 @@ def message_created(message) -> MessageCreated:
     return {"type": "message.created", "message": message_payload(message)}
 
 
+def turn_started(turn_id: str, *, user_message_id: int) -> TurnStarted:
+    return {"type": "turn.started", "turn_id": turn_id, "user_message_id": user_message_id}
+
+
+def reply_delta(turn_id: str, delta: str) -> ReplyDelta:
+    return {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
+
+
+def turn_done(turn_id: str, *, reply_message_id: int | None, ok: bool) -> TurnDone:
+    return {"type": "turn.done", "turn_id": turn_id, "reply_message_id": reply_message_id, "ok": ok}
+
+
+def turn_error(turn_id: str, error: str) -> TurnError:
+    """Every failed turn can be retried: the user's message is stored."""
+    return {"type": "turn.error", "turn_id": turn_id, "error": error, "retryable": True}
+
+
 def topic_created(*, topic, previous, relocated_message_ids: list[int]) -> TopicCreated:
     return {
         "type": "topic.created",

@@ -2,7 +2,7 @@
 
 from django.db.models import Sum
 
-from memory.events import message_created, publish_on_commit
+from memory.events import message_created, publish_on_commit, turn_error
 from memory.models import Message, Session, Topic
 
 # The lease (memory/leases.py) held while a turn of the session runs.
@@ -49,10 +49,7 @@ def record_interrupted_turn(*, session_id: int) -> Message | None:
     ):
         return None
     error = store_message(session=session, role=Message.Role.ERROR, content=INTERRUPTED_TEXT)
-    publish_on_commit(
-        session_id,
-        {"type": "turn.error", "turn_id": "", "error": INTERRUPTED_TEXT, "retryable": True},
-    )
+    publish_on_commit(session_id, turn_error("", INTERRUPTED_TEXT))  # its turn id is lost
     return error
 
 
