@@ -24,12 +24,14 @@ sixteen messages at once) replays the same conversation in its own scope, so the
 never mix.
 
 It prints, per policy, the chat calls' prompt tokens, cached tokens and cached share, the
-upper limit (1 − new tokens / prompt tokens), the summary calls and their prompt tokens,
-the largest chat prompt through turn 50 and through the last turn, and the prompts of
-turns 50 and 200. A last replay with the product's window re-sends the whole history in
-every summary (``SUMMARY_INCREMENTAL=false``: how summaries worked before they became
-incremental), the summaries' same-run baseline. Then a last JSON line for the product's
-policy next to the strict one::
+upper limit (1 − new tokens / prompt tokens, where a request's new tokens are those past
+its longest common prefix with the previous chat request of its cache key: the share a
+perfect prefix cache, with no minimum and no 128-token steps, could serve), the summary
+calls and their prompt tokens, the largest chat prompt through turn 50 and through the
+last turn, and the prompts of turns 50 and 200. A last replay with the product's window
+re-sends the whole history in every summary (``SUMMARY_INCREMENTAL=false``: how summaries
+worked before they became incremental), the summaries' same-run baseline. Then a last
+JSON line for the product's policy next to the strict one::
 
     {"bench": "prompt_cache", "share": …, "strict_share": …, "summary_tokens": …,
      "max_prompt_tokens": …, ...}
@@ -125,7 +127,7 @@ class Call:
     turn: int
     prompt_tokens: int
     cached_tokens: int
-    new_tokens: int  # what this request added to the conversation (its newest messages)
+    new_tokens: int  # past its common prefix with the previous request of its cache key
 
 
 @dataclass
@@ -137,7 +139,7 @@ class Provider:
     cache: PrefixCache = field(default_factory=PrefixCache)
     calls: list[Call] = field(default_factory=list)
     turn: int = 0
-    _sent: dict[str, set[str]] = field(default_factory=dict)
+    _previous: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, body: dict) -> tuple[str, object]:
         from memory.llm import Usage
@@ -159,16 +161,26 @@ class Provider:
         )
 
     def _new_tokens(self, kind: str, body: dict) -> int:
-        """Tokens of the request's messages never sent before in this scope: what any
-        cache must read afresh, whatever the window (for the limit 1 − new / prompt)."""
-        seen = self._sent.setdefault(f"{kind}:{body.get('prompt_cache_key')}", set())
-        new = 0
-        for message in body.get("messages", []):
-            text = provider_text({"messages": [message]})
-            if text not in seen:
-                seen.add(text)
-                new += -(-len(text) // CHARS_PER_TOKEN)
-        return new
+        """Tokens of the request past its longest common prefix with the previous request
+        of the same kind and ``prompt_cache_key`` (no minimum, no 128-token steps): what a
+        perfect prefix cache would still read afresh (for the limit 1 − new / prompt)."""
+        key = f"{kind}:{body.get('prompt_cache_key')}"
+        text = provider_text(body)
+        shared = common_prefix_length(self._previous.get(key, ""), text)
+        self._previous[key] = text
+        return -(-(len(text) - shared) // CHARS_PER_TOKEN)
+
+
+def common_prefix_length(first: str, second: str) -> int:
+    """How many leading characters two strings share (a bisection over slices)."""
+    low, high = 0, min(len(first), len(second))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[:middle] == second[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def summary_answer(body: dict) -> dict:

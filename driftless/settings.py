@@ -248,6 +248,9 @@ SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimu
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
+# How many of the newest earlier topics that block shows with their summaries; the older
+# ones appear by title only (the notes tool's read gives the agent any one's summary).
+EARLIER_TOPICS_WITH_SUMMARY = env_int("EARLIER_TOPICS_WITH_SUMMARY", 3, minimum=0)
 
 # MCP servers are the operator's to declare (commands run as the server's user, URLs are
 # fetched from the server): agents only choose among these names (Agent.mcp_servers).

@@ -7,8 +7,13 @@ cache keeps hitting from turn to turn:
 1. stable prefix (first system message): SOUL identity, skills, tools list, persistent
    memory, durable facts, drift result. Byte-identical across turns unless one of those
    inputs changed: no timestamps, no per-turn ids, nothing iterated in an unordered way.
+   The tools list is the tools' names only, in order: every request carries their full
+   schemas in ``tools`` already, so describing them here too would pay for them twice.
 2. semi-stable prefix (second system message, omitted when empty): the active topic's
-   notes (archived notes never) and the summaries of this session's earlier topics,
+   notes (archived notes never) and this session's earlier topics, oldest first, compact:
+   the newest ``EARLIER_TOPICS_WITH_SUMMARY`` with their summaries, the older ones by
+   title only (``[#id] Title``; the ``notes`` tool's ``read`` with that ``topic_id``
+   returns any one's summary), deprecated ones by title only with their flag. The block is
    capped at ``EARLIER_TOPICS_TOKEN_BUDGET`` with the oldest dropped first (reported, like
    persistent memory's, in ``dropped_earlier_topics``).
 3. volatile suffix: the active topic's trailing window of at most
@@ -48,7 +53,7 @@ from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 from memory.thread import usage_totals
 from memory.tokens import estimate_tokens, oldest_to_drop
-from memory.tools import BUILTIN_TOOL_NAMES, TOOL_SUMMARIES, builtin_tool_schemas
+from memory.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
 
@@ -307,14 +312,19 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
 
 def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     """The earlier-topics block under ``EARLIER_TOPICS_TOKEN_BUDGET``, and the titles of
-    the topics it dropped, oldest first (FIFO, as persistent memory does)."""
+    the topics it dropped, oldest first (FIFO, as persistent memory does). Only the newest
+    ``EARLIER_TOPICS_WITH_SUMMARY`` topics carry their summaries; the older ones, and the
+    deprecated ones wherever they are, are shown by title only."""
     lines, titles = [], []
-    for topic in prior:
+    with_summary = len(prior) - settings.EARLIER_TOPICS_WITH_SUMMARY
+    for position, topic in enumerate(prior):
         title = " ".join(topic["title"].split()) or UNTITLED
         ref = topic_ref(topic["pk"])
         titles.append(title)
         if topic["deprecated"]:
             lines.append(f"- {ref} {DEPRECATED_PREFIX}{title}")
+        elif position < with_summary:
+            lines.append(f"- {ref} {title}")
         else:
             lines.append(f"- {ref} {title}: {topic['summary'].strip()}")
     budget = settings.EARLIER_TOPICS_TOKEN_BUDGET
@@ -354,20 +364,9 @@ def _tools(extra_tools: Sequence[dict]) -> list[dict]:
 
 
 def _tools_text(tools: list[dict]) -> str:
-    return "\n".join(f"- {name}: {line}" for name, line in _tool_lines(tools))
-
-
-def _tool_lines(tools: list[dict]) -> list[tuple[str, str]]:
-    lines = []
-    for tool in tools:
-        name = _tool_name(tool)
-        if name in TOOL_SUMMARIES:
-            lines.append((name, TOOL_SUMMARIES[name]))
-        else:
-            description = (tool.get("function") or {}).get("description") or ""
-            first = description.strip().splitlines()[0].strip() if description.strip() else ""
-            lines.append((name, first[:200] or "(no description)"))
-    return lines
+    """The tools' names in order; their descriptions travel once, in the request's tools."""
+    names = ", ".join(_tool_name(tool) for tool in tools)
+    return f"{names} (each described in the request's tools)" if names else ""
 
 
 def _tool_name(tool: dict) -> str:

@@ -11,10 +11,10 @@ few tokens, and stable: it never changes while the topic exists, so it costs the
 cache nothing).
 
 The current session's own topics are left out of the block it sees. They are already in
-that session's semi-stable "earlier topics" part (summaries, or ``[DEPRECATED]`` titles),
-so nothing appears twice, and promoting or deprecating a topic mid-session does not
-change the session's own stable prefix (its provider cache survives). Every other session
-of the scope sees them from its next turn on.
+that session's semi-stable "earlier topics" part (the newest with summaries, the older and
+the deprecated ones by title), so nothing appears twice, and promoting or deprecating a
+topic mid-session does not change the session's own stable prefix (its provider cache
+survives). Every other session of the scope sees them from its next turn on.
 
 The cache. The scope's full entry list (before the per-session view) is kept in the
 Django cache under ``memory_cache_key(scope_key)``; an unchanged scope is served without

@@ -63,6 +63,8 @@ def _notes_sentence(args: dict, data: dict) -> str:
         return f"Noted: {_short(args.get('content', ''))}"
     if operation == "update":
         return "Rewrote the notes of this topic."
+    if data.get("title"):  # a topic named by its id: its summary comes with its notes
+        return _short(f"Looked up the earlier topic “{data['title']}”.")
     notes = data.get("notes") or ""
     if not notes:
         return "The notes are empty."

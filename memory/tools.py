@@ -42,16 +42,6 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_
 # following turns, and one huge result must not crowd out the conversation.
 MAX_TOOL_RESULT_CHARS = 20_000
 
-# One line each, for the tools list of the stable prefix.
-TOOL_SUMMARIES: dict[str, str] = {
-    "notes": "this topic's scratchpad: $set appends an entry, read (this topic or "
-    "topic_id of this session), update replaces it all.",
-    "important_info": "durable facts kept across every session: $set key/value, "
-    "read (all or one key), $unset key.",
-    "manage_topic_memory": "promote, demote or deprecate a topic ([#id] in the memory "
-    "blocks) in cross-session memory; a user's choice cannot be overridden.",
-}
-
 _SCHEMAS: dict[str, dict] = {
     "notes": {
         "description": (
@@ -59,8 +49,10 @@ _SCHEMAS: dict[str, dict] = {
             "are made. They are shown to you at the start of every turn of this topic and "
             "archived when the topic closes. $set appends an entry (never overwrites); "
             "read returns the notes of the current topic, or of another topic of this "
-            "session given its topic_id; update replaces the whole content when your "
-            "understanding changed. Move facts that must never be lost to important_info."
+            "session given its topic_id, with that topic's title and summary (earlier "
+            "topics past the newest few are listed by title only); update replaces the "
+            "whole content when your understanding changed. Move facts that must never be "
+            "lost to important_info."
         ),
         "parameters": {
             "type": "object",
@@ -251,7 +243,19 @@ def _notes(session: Session, arguments: dict) -> dict[str, Any]:
         if arguments.get("topic_id") is not None:
             topic = _own_topic(session, arguments["topic_id"])
         content, archived = read_latest_notes(topic=topic)
-        return {"topic_id": topic.pk, "notes": content, "archived": archived}
+        if topic.pk == active.pk:
+            return {"topic_id": topic.pk, "notes": content, "archived": archived}
+        # An earlier topic: the block may list it by title only, so its summary comes too.
+        return {
+            "topic_id": topic.pk,
+            "title": topic.title,
+            # A deprecated topic's decision was reversed: only its title stays, as in the
+            # memory blocks.
+            "summary": "" if topic.deprecated else topic.summary,
+            "deprecated": topic.deprecated,
+            "notes": content,
+            "archived": archived,
+        }
     if arguments.get("topic_id") is not None:
         topic = _own_topic(session, arguments["topic_id"])
         if topic.pk != active.pk:

@@ -8,8 +8,10 @@ import pytest
 from memory.context import assemble_context, render_window
 from memory.curation import do_agent_curation, do_user_curation
 from memory.facts import set_fact, unset_fact
+from memory.llm import ToolCall
 from memory.models import MemoryState, Message, Notes, Session, Topic
 from memory.notes import append_notes
+from memory.tools import dispatch_tool_calls
 from tests.conftest import make_user
 from tests.memory_builders import (
     add_message,
@@ -270,8 +272,22 @@ def test_the_tools_are_the_builtins_first_then_the_extra_ones(session):
     assert names == ["notes", "important_info", "manage_topic_memory", "search"]
     tools_part = stack.layer("stable").parts[2]
     assert tools_part.name == "tools"
-    assert tools_part.text.splitlines()[-1] == "- search: Find things."
+    assert tools_part.text == (
+        "## Tools\nnotes, important_info, manage_topic_memory, search "
+        "(each described in the request's tools)"
+    )
     assert "impostor" not in stack.messages[0]["content"]
+
+
+def test_the_stable_prefix_names_the_tools_without_repeating_their_descriptions(session):
+    """Every request carries the tools' schemas; the prefix must not pay for them twice."""
+    stack = assemble_context(session=session)
+    stable = stack.messages[0]["content"]
+    for tool in stack.tools:
+        description = tool["function"]["description"]
+        assert tool["function"]["name"] in stable
+        assert description not in stable
+        assert description.split(".")[0] not in stable  # not even its first sentence
 
 
 # --- the stable prefix -------------------------------------------------------------------
@@ -379,6 +395,25 @@ def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(sessio
     assert stack.as_dict()["dropped_earlier_topics"][0] == "Topic 0"
 
 
+def test_the_budget_still_drops_the_oldest_title_lines_first(session, settings):
+    settings.EARLIER_TOPICS_TOKEN_BUDGET = 100
+    topics = [
+        add_topic(session, title=f"Sujet numéro {i}", summary=f"Résumé {i}: " + "é" * 60)
+        for i in range(40)
+    ]
+
+    stack = assemble_context(session=session)
+
+    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    lines = part.text.splitlines()[1:]
+    dropped = len(stack.dropped_earlier_topics)
+    assert 0 < dropped < 37  # some title-only lines survive next to the three summaries
+    assert stack.dropped_earlier_topics == tuple(f"Sujet numéro {i}" for i in range(dropped))
+    assert lines[0] == f"- [#{topics[dropped].pk}] Sujet numéro {dropped}"
+    assert [line.endswith("é" * 60) for line in lines[-4:]] == [False, True, True, True]
+    assert sum(len(line) // 4 + 1 for line in lines) <= 100
+
+
 def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(session):
     lunch = add_topic(session, title="Lunch", summary="Was about lunch.")
     old = add_topic(session, title="Old plan", deprecated=True)
@@ -388,3 +423,75 @@ def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(
     expected = f"- [#{lunch.pk}] Lunch: Was about lunch.\n- [#{old.pk}] [DEPRECATED] Old plan"
     assert expected in stack.messages[1]["content"]
     assert stack.dropped_earlier_topics == ()
+
+
+# --- compact earlier topics --------------------------------------------------------------
+
+
+def test_only_the_newest_earlier_topics_carry_their_summaries(session, settings):
+    assert settings.EARLIER_TOPICS_WITH_SUMMARY == 3
+    topics = [
+        add_topic(session, title=f"Thème {i}", summary=f"Décidé {i}: le plan {i}.")
+        for i in range(5)
+    ]
+
+    stack = assemble_context(session=session)
+
+    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    assert part.text.splitlines() == [
+        "## Earlier topics in this session",
+        f"- [#{topics[0].pk}] Thème 0",
+        f"- [#{topics[1].pk}] Thème 1",
+        f"- [#{topics[2].pk}] Thème 2: Décidé 2: le plan 2.",
+        f"- [#{topics[3].pk}] Thème 3: Décidé 3: le plan 3.",
+        f"- [#{topics[4].pk}] Thème 4: Décidé 4: le plan 4.",
+    ]
+    assert "Décidé 0" not in json.dumps(stack.messages, ensure_ascii=False)
+    assert stack.dropped_earlier_topics == ()
+
+
+def test_a_deprecated_topic_among_the_newest_stays_title_only(session, settings):
+    settings.EARLIER_TOPICS_WITH_SUMMARY = 2
+    old = add_topic(session, title="Old", summary="Old plan.")
+    reversed_ = add_topic(session, title="Reversed", summary="We picked MySQL.", deprecated=True)
+    new = add_topic(session, title="New", summary="New plan.")
+
+    part = next(
+        p
+        for p in assemble_context(session=session).layer("semi_stable").parts
+        if p.name == "prior_topics"
+    )
+
+    assert part.text.splitlines()[1:] == [
+        f"- [#{old.pk}] Old",
+        f"- [#{reversed_.pk}] [DEPRECATED] Reversed",
+        f"- [#{new.pk}] New: New plan.",
+    ]
+
+
+def test_the_agent_reads_an_older_topics_summary_through_notes(session, agent, alice, bob):
+    """A title-only earlier topic is one notes read away; another session's is refused."""
+    topics = [
+        add_topic(session, title=f"Тема {i}", summary=f"Итог {i}: выбрали вариант {i}.")
+        for i in range(5)
+    ]
+    semi = assemble_context(session=session).messages[1]["content"]
+    assert f"- [#{topics[0].pk}] Тема 0\n" in semi and "Итог 0" not in semi
+    other = add_topic(Session.objects.start(user=alice, agent=agent), title="Чужая", summary="s")
+    bobs = add_topic(Session.objects.start(user=bob, agent=agent), title="Боб", summary="s")
+
+    def read(topic_id):
+        call = ToolCall(
+            id="c1", name="notes", arguments=json.dumps({"operation": "read", "topic_id": topic_id})
+        )
+        [message] = dispatch_tool_calls(session=session, tool_calls=[call])
+        return json.loads(message.content)
+
+    result = read(topics[0].pk)
+    assert (result["topic_id"], result["title"], result["summary"]) == (
+        topics[0].pk,
+        "Тема 0",
+        "Итог 0: выбрали вариант 0.",
+    )
+    for stranger in (other, bobs):
+        assert read(stranger.pk) == {"error": f"topic {stranger.pk} is not a topic of this session"}

@@ -4,6 +4,7 @@ import pytest
 
 from memory.models import Topic
 from memory.tool_words import describe_tool_result
+from tests.memory_builders import add_topic
 from tests.test_tools import run
 
 
@@ -31,6 +32,10 @@ def test_notes_and_topic_memory_said_in_sentences(session):
     note = {"operation": "$set", "content": "we chose PostgreSQL"}
     assert said(session, "notes", note) == "Noted: we chose PostgreSQL"
     assert said(session, "notes", {"operation": "read"}) == "Read the notes of this topic."
+    earlier = add_topic(session, title="Bases de données", summary="PostgreSQL.")
+    assert said(session, "notes", {"operation": "read", "topic_id": earlier.pk}) == (
+        "Looked up the earlier topic “Bases de données”."
+    )
     Topic.objects.filter(pk=session.active_topic().pk).update(title="Databases")
     assert said(session, "manage_topic_memory", {"action": "demote"}) == (
         "No change: “Databases” is not in memory."

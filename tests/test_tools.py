@@ -209,7 +209,7 @@ def test_notes_set_appends_while_update_replaces(session, topic):
 
 def test_notes_read_the_current_topic_or_another_topic_of_the_session(session, topic):
     append_notes(topic=topic, text="current")
-    earlier = add_topic(session, title="Earlier")
+    earlier = add_topic(session, title="Earlier", summary="Picked the blue theme.")
     append_notes(topic=earlier, text="earlier notes")
     Notes.objects.filter(topic=earlier).archive()
     assert run(session, "notes", {"operation": "read"}) == {
@@ -217,10 +217,31 @@ def test_notes_read_the_current_topic_or_another_topic_of_the_session(session, t
         "notes": "current",
         "archived": False,
     }
+    assert run(session, "notes", {"operation": "read", "topic_id": f"#{topic.pk}"}) == {
+        "topic_id": topic.pk,
+        "notes": "current",
+        "archived": False,
+    }
     assert run(session, "notes", {"operation": "read", "topic_id": earlier.pk}) == {
         "topic_id": earlier.pk,
+        "title": "Earlier",
+        "summary": "Picked the blue theme.",
+        "deprecated": False,
         "notes": "earlier notes",
         "archived": True,
+    }
+
+
+def test_notes_read_of_a_deprecated_topic_gives_its_title_but_not_its_summary(session):
+    reversed_ = add_topic(session, title="DB", summary="We chose MySQL.", deprecated=True)
+    result = run(session, "notes", {"operation": "read", "topic_id": reversed_.pk})
+    assert result == {
+        "topic_id": reversed_.pk,
+        "title": "DB",
+        "summary": "",
+        "deprecated": True,
+        "notes": "",
+        "archived": False,
     }
 
 

@@ -69,6 +69,7 @@
     if (name === "notes" && ["$set", "update", "read"].includes(op)) {
       if (op === "$set") return "Noted: " + words(args.content || "");
       if (op === "update") return "Rewrote the notes of this topic.";
+      if (data.title) return words("Looked up the earlier topic “" + data.title + "”.");
       if (!data.notes) return "The notes are empty.";
       return data.archived ? "Read the archived notes." : "Read the notes of this topic.";
     }
