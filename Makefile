@@ -19,17 +19,16 @@ run: install
 	$(PY) manage.py seed_demo --host $(HOST) --port $(PORT)
 	$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
 
-# Several ASGI worker processes behind one port (uvicorn's supervisor): the full setup
-# only, since the processes share their state through PostgreSQL and Redis.
+# Several ASGI server processes on one port (driftless/multiserve.py: uvicorn, one
+# SO_REUSEPORT socket per process so the kernel spreads websockets evenly): the full
+# setup only, since the processes share their state through PostgreSQL and Redis.
 WORKERS ?= 2
 serve: install
 	@test -n "$$DATABASE_URL" -a -n "$$REDIS_URL" || { \
 		echo "make serve runs $(WORKERS) processes that share PostgreSQL and Redis:" \
 			"set DATABASE_URL and REDIS_URL (or use make run)"; exit 2; }
 	$(PY) manage.py migrate --noinput
-	$(VENV)/bin/uvicorn driftless.asgi:application --host $(HOST) --port $(PORT) \
-		--workers $(WORKERS) --ws websockets-sansio --lifespan off \
-		--ws-max-size 4194304  # SERVER_MAX_FRAME_BYTES, memory/limits.py (docs/limits.md)
+	$(PY) -m driftless.multiserve --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
 test: install
 	$(PY) -m pytest

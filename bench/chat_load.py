@@ -7,8 +7,9 @@ Usage (from the repository root)::
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible
 model in this process (tests/fake_openai.py, answering every request at once, word by
-word), and the project's ASGI application under uvicorn as a subprocess on a free
-loopback port (``--workers`` processes behind it), pointed at the fake model through
+word), and the project's ASGI application as ``make serve`` runs it
+(driftless/multiserve.py: uvicorn processes sharing the port) in a subprocess on a free
+loopback port, pointed at the fake model through
 ``OPENAI_BASE_URL``. The servers run the production settings, except that evaluations
 (every tenth message, two seconds after a disconnect) run on the server's own timer
 threads as in the embedded mode, since no Celery worker is started, and drift detection
@@ -258,8 +259,8 @@ class Population:
 
 
 class Server:
-    """uvicorn in a subprocess (its own process group), serving the project's ASGI
-    application on loopback with ``workers`` processes."""
+    """driftless.multiserve in a subprocess (its own process group), serving the
+    project's ASGI application on loopback with ``workers`` processes."""
 
     def __init__(self, *, env: dict[str, str], workdir: str, workers: int, label: str) -> None:
         self.label = label
@@ -270,18 +271,13 @@ class Server:
         command = [
             sys.executable,
             "-m",
-            "uvicorn",
-            "driftless.asgi:application",
+            "driftless.multiserve",  # what make serve runs
             "--host",
             "127.0.0.1",
             "--port",
             str(self.port),
             "--workers",
             str(workers),
-            "--ws",
-            "websockets-sansio",
-            "--lifespan",
-            "off",
             "--no-access-log",
             "--log-level",
             "warning",
@@ -300,7 +296,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_until_ready(self) -> None:
-        """Listening, and every worker process answers (uvicorn's workers start late)."""
+        """Listening, and answering several times per process (they start one by one)."""
         import urllib.request
 
         deadline = time.monotonic() + SERVER_START_TIMEOUT
@@ -403,6 +399,7 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
     sockets = await asyncio.gather(*(connect(server, client) for client in clients))
     try:
         server_cpu, own_cpu = server.cpu_seconds(), time.process_time()
+        machine_cpu = machine_cpu_seconds()
         started = time.perf_counter()
         results = await asyncio.gather(
             *(
@@ -413,6 +410,7 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         elapsed = time.perf_counter() - started
         own_cpu = time.process_time() - own_cpu
         server_cpu = server.cpu_seconds() - server_cpu
+        machine_cpu = machine_cpu_seconds() - machine_cpu
     finally:
         await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
     latencies = sorted(latency for result in results for latency in result)
@@ -430,7 +428,17 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         "server_cpu_pct": 100 * server_cpu / elapsed,
         "cpu_ms_per_turn": 1000 * server_cpu / len(latencies),
         "bench_cpu_pct": 100 * own_cpu / elapsed,
+        # The rest of the machine: PostgreSQL, Redis, the kernel, anything else running.
+        "other_cpu_pct": 100 * (machine_cpu - server_cpu - own_cpu) / elapsed,
     }
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy (every core, every process), from
+    /proc/stat: what the server, this bench, PostgreSQL, Redis and the kernel used."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(ordered: list[float], percent: float) -> float:
@@ -546,12 +554,12 @@ def main() -> int:
         tear_down(env)
 
     print(
-        f"chat load ({env.label}; uvicorn subprocesses, zero-latency fake model; "
+        f"chat load ({env.label}; make serve's server processes, zero-latency fake model; "
         f"{args.repeats} repeats, {time.perf_counter() - started:.0f} s, "
         f"{model_calls} model calls; {os.cpu_count()} cores shared with the bench client)"
     )
     header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")
-    header += ("cpu ms/turn", "bench cpu")
+    header += ("cpu ms/turn", "bench cpu", "other cpu")
     print("  ".join(f"{h:>18}" for h in header))
     summary: dict[tuple[str, int, str], list[dict]] = {}
     for row in rows:
@@ -561,7 +569,7 @@ def main() -> int:
         median = {
             name: statistics.median(row[name] for row in group)
             for name in ("turns_per_s", "p50_ms", "p95_ms", "server_cpu_pct")
-            + ("cpu_ms_per_turn", "bench_cpu_pct")
+            + ("cpu_ms_per_turn", "bench_cpu_pct", "other_cpu_pct")
         }
         spread = [round(row["cpu_ms_per_turn"], 1) for row in group]
         medians[key] = median
@@ -575,6 +583,7 @@ def main() -> int:
             f"{median['server_cpu_pct']:.0f} %",
             f"{median['cpu_ms_per_turn']:.1f} {spread}",
             f"{median['bench_cpu_pct']:.0f} %",
+            f"{median['other_cpu_pct']:.0f} %",
         )
         print("  ".join(f"{c!s:>18}" for c in cells))
 
@@ -610,7 +619,8 @@ def main() -> int:
     print(
         "server cpu: every process of the server over the row (100 % = one core). cpu "
         "ms/turn: median of the repeats [each repeat]. bench cpu: this process (clients "
-        "and fake model), on the same cores."
+        "and fake model), on the same cores. other cpu: the rest of the machine "
+        "(PostgreSQL, Redis, the kernel, anything else running)."
     )
     print(
         f"long replies: batched {result['long_ratio']}× the per-token CPU per turn; short: "

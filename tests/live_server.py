@@ -1,6 +1,7 @@
 """A real ASGI server for the tests that need one: ``python -m driftless.serve`` (daphne
-with the project's websocket limits and graceful stop, as ``make run`` serves), on a free
-port, against this run's test database and channel-layer prefix. The tests that use it need
+with the project's websocket limits and graceful stop, as ``make run`` serves; or
+``make serve``'s processes), on a free port, against this run's test database and
+channel-layer prefix. The tests that use it need
 ``transactional_db`` so the rows they create are committed where the server reads them.
 """
 
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,13 +31,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-SERVE = ["-m", "driftless.serve"]  # what make run serves
-DAPHNE = ["-m", "daphne"]  # plain daphne: no sweep thread, no graceful stop
+def SERVE(port: int) -> list[str]:  # what make run serves
+    return ["-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port), APP]
+
+
+def DAPHNE(port: int) -> list[str]:  # plain daphne: no sweep thread, no graceful stop
+    return ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APP]
+
+
+def MULTISERVE(port: int) -> list[str]:  # what make serve runs, with two processes
+    return ["-m", "driftless.multiserve", "--port", str(port), "--workers", "2"]
+
+
+APP = "driftless.asgi:application"
 
 
 @contextmanager
 def running_server(
-    extra_env: dict[str, str] | None = None, *, server: list[str] = SERVE
+    extra_env: dict[str, str] | None = None, *, server: Callable[[int], list[str]] = SERVE
 ) -> Iterator[str]:
     """The base URL of a server started for the caller (with ``extra_env`` added to its
     environment; without DEBUG it serves as in production), stopped when the block ends."""
@@ -54,8 +66,7 @@ def running_server(
         env["DRIFTLESS_TEST_RUN"] = run
     log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log", delete=False)
     process = subprocess.Popen(
-        [sys.executable, *server, "-b", "127.0.0.1", "-p", str(port)]
-        + ["driftless.asgi:application"],
+        [sys.executable, *server(port)],
         cwd=ROOT,
         env=env,
         stdout=log,
