@@ -316,14 +316,14 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     ``EARLIER_TOPICS_WITH_SUMMARY`` topics carry their summaries; the older ones, and the
     deprecated ones wherever they are, are shown by title only."""
     lines, titles = [], []
-    with_summary = len(prior) - settings.EARLIER_TOPICS_WITH_SUMMARY
+    first_with_summary = len(prior) - settings.EARLIER_TOPICS_WITH_SUMMARY
     for position, topic in enumerate(prior):
         title = " ".join(topic["title"].split()) or UNTITLED
         ref = topic_ref(topic["pk"])
         titles.append(title)
         if topic["deprecated"]:
             lines.append(f"- {ref} {DEPRECATED_PREFIX}{title}")
-        elif position < with_summary:
+        elif position < first_with_summary:
             lines.append(f"- {ref} {title}")
         else:
             lines.append(f"- {ref} {title}: {topic['summary'].strip()}")
