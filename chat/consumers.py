@@ -241,12 +241,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except AccessEnded as ended:
             await self.close(code=ended.code)
 
-    async def session_event(self, message: dict) -> None:
-        """An event published to the session's group: forwarded unchanged. A deleted
-        session's sockets are closed once they have been told."""
-        await self.send(text_data=json.dumps(message["event"]))
-        if message["event"]["type"] == "session.deleted":
-            await self.close(code=CLOSE_FORBIDDEN)
+    async def session_events(self, message: dict) -> None:
+        """Events published to the session's group (memory/events.py): forwarded unchanged,
+        in order, one frame each. A deleted session's sockets are closed once they have
+        been told."""
+        for event in message["events"]:
+            await self.send(text_data=json.dumps(event))
+            if event["type"] == "session.deleted":
+                await self.close(code=CLOSE_FORBIDDEN)
+                return
 
     async def _send_error(self, code: str, text: str) -> None:
         await self.send(text_data=json.dumps(error_event(code, text)))

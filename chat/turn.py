@@ -37,6 +37,8 @@ from memory import leases
 from memory.context import ContextStack, assemble_context, render_window
 from memory.deletion import do_delete_session
 from memory.events import (
+    flush_outbox,
+    outbox,
     publish,
     publish_on_commit,
     reply_delta,
@@ -168,10 +170,14 @@ def do_send_message(*, session: Session, content: str) -> TurnResult:
     stored then) when another turn of the session is running, InvalidInput for content
     that is not a message (memory/validation.py)."""
     content = check_message_content(content)
-    with _session_lock(session.pk):
-        user_message = _store(session, role=Message.Role.USER, content=content)
-        result = _run_turn(session=session, user_message=user_message)
-    _announce_done(session, result)
+    # The turn's events leave in three deliveries, whatever the tool rounds: its start
+    # (the user's message, turn.started) before the model is asked, the reply deltas as
+    # they stream, and its end (the reply, turn.done) once the lock is released.
+    with outbox(session.pk):
+        with _session_lock(session.pk):
+            user_message = _store(session, role=Message.Role.USER, content=content)
+            result = _run_turn(session=session, user_message=user_message)
+        _announce_done(session, result)
     return result
 
 
@@ -301,6 +307,7 @@ def _stream(
     turn_id: str,
 ) -> Completion:
     """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    flush_outbox()  # what happened so far is shown before the model is asked
     deltas = DeltaBatcher(
         lambda text: publish(session.pk, reply_delta(turn_id, text)),
         seconds=settings.STREAM_BATCH_SECONDS,

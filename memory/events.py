@@ -11,6 +11,9 @@ inside events are the same representation the REST API answers with
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypedDict
 
 from asgiref.sync import async_to_sync
@@ -216,19 +219,66 @@ def error_event(code: str, message: str) -> ErrorEvent:
 
 
 def publish(session_id: int, event: Event) -> None:
-    """Send now. Use for ephemeral events (reply deltas) that carry no stored state.
+    """Send now (or with the other events of this moment, inside :func:`outbox`). Use for
+    ephemeral events (reply deltas) that carry no stored state.
 
     Best effort (memory/outage.py): a dead channel layer never fails the write that
     happened, and is skipped for a moment after it failed."""
+    box = getattr(_outboxes, "box", None)
+    if box is not None and box.session_id == session_id:
+        box.events.append(event)
+        if event["type"] == "reply.delta":  # streaming: never held back
+            box.flush()
+        return
+    _send(session_id, [event])
+
+
+@contextmanager
+def outbox(session_id: int) -> Iterator[_Outbox]:
+    """Within the block, this thread's events for the session leave together, as one
+    channel-layer message, when :meth:`_Outbox.flush` is called, with a reply delta, and
+    at the end: a turn's start (the user's message, turn.started) and end (the reply,
+    turn.done) cost one delivery each instead of two. Order is kept."""
+    box = _Outbox(session_id)
+    previous, _outboxes.box = getattr(_outboxes, "box", None), box
+    try:
+        yield box
+    finally:
+        _outboxes.box = previous
+        box.flush()
+
+
+def flush_outbox() -> None:
+    """Send what this thread's :func:`outbox` holds now (nothing outside one)."""
+    box = getattr(_outboxes, "box", None)
+    if box is not None:
+        box.flush()
+
+
+class _Outbox:
+    def __init__(self, session_id: int) -> None:
+        self.session_id = session_id
+        self.events: list[Event] = []
+
+    def flush(self) -> None:
+        events, self.events = self.events, []
+        if events:
+            _send(self.session_id, events)
+
+
+_outboxes = threading.local()
+
+
+def _send(session_id: int, events: list[Event]) -> None:
     if not channel_breaker.allows():
         return
     try:
         with channel_breaker.watch():
             async_to_sync(get_channel_layer().group_send)(
-                session_group(session_id), {"type": "session.event", "event": event}
+                session_group(session_id), {"type": "session.events", "events": events}
             )
     except Exception:
-        logger.debug("could not publish %s to session %s", event["type"], session_id)
+        logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
 
 
 def publish_on_commit(session_id: int, event: Event) -> None:

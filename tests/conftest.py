@@ -47,6 +47,7 @@ class PublishedEvents:
 
     def __init__(self) -> None:
         self.events: list[dict] = []
+        self.deliveries: list[list[str]] = []  # the event types of each group message
         self.problems: list[str] = []
 
     def check(self, event: object, *, record: bool) -> None:
@@ -84,12 +85,10 @@ def published(monkeypatch):
 
 def _checked_group_send(group_send, seen: PublishedEvents):
     async def checked(self, group, message):
-        if (
-            isinstance(message, dict)
-            and message.get("type") == "session.event"
-            and "event" in message
-        ):
-            seen.check(message.get("event"), record=True)
+        if isinstance(message, dict) and message.get("type") == "session.events":
+            seen.deliveries.append([event.get("type") for event in message.get("events", ())])
+            for event in message.get("events", ()):
+                seen.check(event, record=True)
         return await group_send(self, group, message)
 
     return checked

@@ -67,6 +67,36 @@ def test_it_stores_the_user_message_then_the_streamed_reply_with_its_usage(
     ]
 
 
+@pytest.mark.django_db(transaction=True)  # events leave on commit
+def test_a_turns_start_and_end_each_reach_the_clients_in_one_delivery(
+    session, fake_openai, published
+):
+    fake_openai.reply_text("Hello there, Alice.")
+
+    do_send_message(session=session, content="Hi!")
+
+    first, *middle, last = published.deliveries
+    assert first == ["message.created", "turn.started"]  # before the model is asked
+    assert middle and all(types == ["reply.delta"] for types in middle)
+    assert last == ["message.created", "turn.done"]
+
+
+@pytest.mark.django_db(transaction=True)  # events leave on commit
+def test_a_tool_round_shows_the_call_and_its_result_before_the_model_is_asked_again(
+    session, fake_openai, published
+):
+    fake_openai.reply_tool_calls([("important_info", {"operation": "read"})])
+    fake_openai.reply_text("You have no facts yet.")
+
+    do_send_message(session=session, content="What do you know about me?")
+
+    assert [types for types in published.deliveries if types != ["reply.delta"]] == [
+        ["message.created", "turn.started"],
+        ["message.created", "message.created"],  # the call and its result
+        ["message.created", "turn.done"],
+    ]
+
+
 LONG_REPLY = " ".join(f"word{number} ünïcode 🌿" for number in range(60))
 
 
