@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -170,15 +170,7 @@ def do_send_message(*, session: Session, content: str) -> TurnResult:
     stored then) when another turn of the session is running, InvalidInput for content
     that is not a message (memory/validation.py)."""
     content = check_message_content(content)
-    # The turn's events leave in three deliveries, whatever the tool rounds: its start
-    # (the user's message, turn.started) before the model is asked, the reply deltas as
-    # they stream, and its end (the reply, turn.done) once the lock is released.
-    with outbox(session.pk):
-        with _session_lock(session.pk):
-            user_message = _store(session, role=Message.Role.USER, content=content)
-            result = _run_turn(session=session, user_message=user_message)
-        _announce_done(session, result)
-    return result
+    return _turn(session, lambda: _store(session, role=Message.Role.USER, content=content))
 
 
 def check_retry(*, session: Session) -> Message:
@@ -196,10 +188,18 @@ def check_retry(*, session: Session) -> Message:
 
 def do_retry_turn(*, session: Session) -> TurnResult:
     """Run the turn again for the unanswered user message, without storing it twice."""
-    with _session_lock(session.pk):
-        user_message = check_retry(session=session)
-        result = _run_turn(session=session, user_message=user_message)
-    _announce_done(session, result)
+    return _turn(session, lambda: check_retry(session=session))
+
+
+def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
+    """Under the session's lock, take the user message (stored, or found for a retry) and
+    answer it. The turn's events leave in three deliveries, whatever the tool rounds: its
+    start (the user's message, turn.started) before the model is asked, the reply deltas
+    as they stream, and its end (the reply, turn.done) once the lock is released."""
+    with outbox(session.pk):
+        with _session_lock(session.pk):
+            result = _run_turn(session=session, user_message=user_message())
+        _announce_done(session, result)
     return result
 
 

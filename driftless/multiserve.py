@@ -28,7 +28,7 @@ import time
 
 import uvicorn
 
-from driftless.serve import DRAIN_SECONDS
+from driftless.drain import DRAIN_SECONDS
 from memory.limits import SERVER_MAX_FRAME_BYTES
 
 logger = logging.getLogger("driftless.multiserve")

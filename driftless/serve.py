@@ -25,12 +25,11 @@ from daphne.http_protocol import WebRequest
 from daphne.server import Server
 from twisted.internet import reactor
 
+from driftless.drain import DRAIN_SECONDS
 from memory.limits import SERVER_MAX_FRAME_BYTES
 
 logger = logging.getLogger("driftless.serve")
 
-# In-flight turns get this long to finish before they are marked interrupted.
-DRAIN_SECONDS = 8.0
 FLUSH_SECONDS = 0.5
 
 

@@ -118,7 +118,7 @@ def opening_clauses(text: str, sentences: int = 2) -> list[str]:
     "Different question"]: a cue phrase counts where a speaker announces the turn,
     not anywhere in it.
     """
-    body = _COURTESY.sub("", " ".join(text.replace("\u2019", "'").split()))
+    body = _COURTESY.sub("", _flat(text))
     clauses = []
     for sentence in _SENTENCE_END.split(body)[:sentences]:
         clause = _CLAUSE_END.split(_COURTESY.sub("", sentence), maxsplit=1)[0].strip(" ,¿¡")
@@ -128,8 +128,12 @@ def opening_clauses(text: str, sentences: int = 2) -> list[str]:
 
 
 def _sentence_starts(text: str, sentences: int = 2) -> list[str]:
-    flat = " ".join(text.replace("\u2019", "'").split())
-    return [s.strip() for s in _SENTENCE_END.split(flat)[:sentences]]
+    return [s.strip() for s in _SENTENCE_END.split(_flat(text))[:sentences]]
+
+
+def _flat(text: str) -> str:
+    """One line, single spaces, the typographic apostrophe read as "'" ("qu’il")."""
+    return " ".join(text.replace("\u2019", "'").split())
 
 
 def announces_switch(text: str) -> bool:

@@ -31,15 +31,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def SERVE(port: int) -> list[str]:  # what make run serves
+def make_run_server(port: int) -> list[str]:  # what make run serves
     return ["-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port), APP]
 
 
-def DAPHNE(port: int) -> list[str]:  # plain daphne: no sweep thread, no graceful stop
+def plain_daphne(port: int) -> list[str]:  # plain daphne: no sweep thread, no graceful stop
     return ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APP]
 
 
-def MULTISERVE(port: int) -> list[str]:  # what make serve runs, with two processes
+def make_serve_server(port: int) -> list[str]:  # what make serve runs, with two processes
     return ["-m", "driftless.multiserve", "--port", str(port), "--workers", "2"]
 
 
@@ -48,7 +48,7 @@ APP = "driftless.asgi:application"
 
 @contextmanager
 def running_server(
-    extra_env: dict[str, str] | None = None, *, server: Callable[[int], list[str]] = SERVE
+    extra_env: dict[str, str] | None = None, *, server: Callable[[int], list[str]] = make_run_server
 ) -> Iterator[str]:
     """The base URL of a server started for the caller (with ``extra_env`` added to its
     environment; without DEBUG it serves as in production), stopped when the block ends."""

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.live_server import MULTISERVE, running_server
+from tests.live_server import make_serve_server, running_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
@@ -104,7 +104,7 @@ def open_connections(url: str, count: int) -> list[http.client.HTTPConnection]:
 
 
 def test_two_processes_share_the_port_and_the_connections():
-    with running_server(server=MULTISERVE) as url:
+    with running_server(server=make_serve_server) as url:
         port = urlsplit(url).port
         supervisor = supervisor_of(port)
         wait_for(lambda: len(servers_of(supervisor, port)) == 2, "two processes listening")
@@ -121,7 +121,7 @@ def test_two_processes_share_the_port_and_the_connections():
 
 
 def test_a_dead_process_is_replaced_and_sigterm_stops_them_all():
-    with running_server(server=MULTISERVE) as url:
+    with running_server(server=make_serve_server) as url:
         port = urlsplit(url).port
         supervisor = supervisor_of(port)
         wait_for(lambda: len(servers_of(supervisor, port)) == 2, "two processes listening")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.live_server import DAPHNE, running_server
+from tests.live_server import plain_daphne, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def start_daphne(env_overrides: dict[str, str]):
 
     if connection.vendor != "postgresql":
         pytest.skip("browser tests share the test database with a server: PostgreSQL only")
-    with running_server(env_overrides, server=DAPHNE) as url:
+    with running_server(env_overrides, server=plain_daphne) as url:
         yield url
 
 
