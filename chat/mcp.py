@@ -34,6 +34,8 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Implementation, TextContent
 
+from memory.validation import storable_text
+
 logger = logging.getLogger(__name__)
 
 TOOL_PREFIX = "mcp__"
@@ -349,7 +351,7 @@ def _result_text(result: CallToolResult) -> str:
             parts.append(f"[{block.type} content omitted]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    return "\n".join(parts)
+    return storable_text("\n".join(parts))
 
 
 def _describe(err: BaseException | None) -> str:

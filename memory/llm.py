@@ -26,6 +26,7 @@ import openai
 from django.conf import settings
 
 from memory.tool_words import describe_tool_result
+from memory.validation import storable_json, storable_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -251,7 +252,7 @@ class _StreamAssembly:
             for fragment in delta.tool_calls or ():
                 self._add_tool_call_fragment(fragment)
             if delta.content:
-                text += delta.content
+                text += storable_text(delta.content)
         self._content.append(text)
         return text
 
@@ -269,9 +270,9 @@ class _StreamAssembly:
             raise LLMError("model endpoint closed the stream before the answer was complete")
         tool_calls = tuple(
             ToolCall(
-                id=call["id"] or f"call_{index}",
-                name=call["name"],
-                arguments="".join(call["arguments"]),
+                id=storable_text(call["id"]) or f"call_{index}",
+                name=storable_text(call["name"]),
+                arguments=storable_text("".join(call["arguments"])),
             )
             for index, call in sorted(self._calls.items())
         )
@@ -331,7 +332,7 @@ def parse_json_object(content: str) -> dict:
         raise LLMError(
             f"model answer is JSON but not an object: {_shorten(content, _QUOTE_LIMIT)!r}"
         )
-    return value
+    return storable_json(value)
 
 
 # --- the offline model -------------------------------------------------------------------

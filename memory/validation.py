@@ -76,6 +76,24 @@ def check_unicode(text: str, *, field: str) -> str:
     return text
 
 
+def storable_text(text: str) -> str:
+    """``text`` with each NUL and lone surrogate replaced by U+FFFD. For what the model and
+    the tools send: kept, with the unstorable characters marked, never refused (what
+    people send is refused instead, by :func:`check_unicode`)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def storable_json(value: Any) -> Any:
+    """A parsed JSON value with :func:`storable_text` applied to every string in it."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, list):
+        return [storable_json(item) for item in value]
+    if isinstance(value, dict):
+        return {storable_text(key): storable_json(item) for key, item in value.items()}
+    return value
+
+
 def check_message_content(content: object) -> str:
     """A user's message: 1 to MAX_MESSAGE_CHARS characters, not only whitespace."""
     return check_text(
