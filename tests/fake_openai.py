@@ -195,6 +195,9 @@ class FakeOpenAI:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver listens with a backlog of 5: a burst of new connections (two benchmark
+    # server processes opening theirs at once) overflowed it, and one was reset.
+    request_queue_size = 512
     # Do not wait on closing for threads parked on idle keep-alive connections.
     block_on_close = False
 
