@@ -178,7 +178,8 @@ if REDIS_URL:
     DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's layer, reading many events per round trip (its module says why)
+            "BACKEND": "driftless.channel_layer.RedisChannelLayer",
             # channels-redis waits for messages with a 5 s BZPOPMIN, and redis-py's
             # default socket timeout is 5 s too: every idle websocket would die with a
             # read timeout. The socket must outwait the blocking pop.

@@ -94,7 +94,7 @@ if _PRIVATE_REDIS:
     CACHES["default"].setdefault("OPTIONS", {"IGNORE_EXCEPTIONS": True})
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "driftless.channel_layer.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {"address": f"{_PRIVATE_REDIS}/1", "socket_timeout": CHANNEL_SOCKET_TIMEOUT}

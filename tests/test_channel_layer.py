@@ -1,4 +1,5 @@
-"""The channel layer keeps a burst of events whole (found by bench/chat_load.py).
+"""The channel layer keeps a burst of events whole (found by bench/chat_load.py), reads
+them many at a time and sends them from worker threads (driftless/channel_layer.py).
 
 channels-redis holds the pending events of every socket of one server process in one
 Redis key, and silently drops what arrives while that key is full; with its default
@@ -12,6 +13,10 @@ import uuid
 
 import pytest
 from channels.layers import get_channel_layer
+from channels_redis import core
+from django.conf import settings
+
+from driftless.channel_layer import _TAKE_WAITING, group_send_from_thread
 
 pytestmark = pytest.mark.redis
 
@@ -34,3 +39,67 @@ async def test_a_burst_of_events_for_one_server_process_arrives_whole():
     finally:
         await layer.group_discard(group, channel)
     assert received == list(range(BURST))
+
+
+# --- driftless/channel_layer.py: many events per read, sent from threads -----------------
+
+
+def plain_channels_redis_layer() -> core.RedisChannelLayer:
+    """channels-redis's own layer on the same Redis and prefix."""
+    return core.RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
+
+
+async def receive_all(layer, channel: str, count: int) -> list[int]:
+    return [
+        (await asyncio.wait_for(layer.receive(channel), timeout=5))["number"] for _ in range(count)
+    ]
+
+
+async def test_events_sent_from_a_thread_reach_a_socket_of_channels_redis_itself():
+    sender = get_channel_layer()
+    receiver = plain_channels_redis_layer()
+    channel = await receiver.new_channel()
+    group = f"thread-{uuid.uuid4().hex}"
+    await receiver.group_add(group, channel)
+    try:
+
+        def send_all() -> None:
+            for number in range(50):
+                group_send_from_thread(sender, group, {"type": "session.event", "number": number})
+
+        await asyncio.to_thread(send_all)
+        received = await receive_all(receiver, channel, 50)
+    finally:
+        await receiver.group_discard(group, channel)
+    assert received == list(range(50))
+
+
+async def test_two_sockets_of_one_process_each_get_their_own_events_in_order():
+    layer = get_channel_layer()
+    first, second = await layer.new_channel(), await layer.new_channel()
+    for number in range(300):  # interleaved, more than one read takes at once
+        await layer.send(first if number % 2 else second, {"type": "e", "number": number})
+    odd, even = await asyncio.gather(
+        receive_all(layer, first, 150), receive_all(layer, second, 150)
+    )
+    assert (odd, even) == (list(range(1, 300, 2)), list(range(0, 300, 2)))
+
+
+async def test_events_a_cancelled_read_had_taken_are_delivered_once():
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    for number in range(5):
+        await layer.send(channel, {"type": "e", "number": number})
+    # A read whose script ran in Redis but whose answer never arrived (it was cancelled):
+    # the events sit in the backup key only.
+    real = layer.non_local_name(channel)
+    key = layer.prefix + real
+    connection = layer.connection(layer.consistent_hash(real))
+    taken = await connection.eval(_TAKE_WAITING, 2, key, layer._backup_channel_name(key), 3)
+    assert len(taken) == 3
+
+    received = await receive_all(layer, channel, 5)
+
+    assert received == [0, 1, 2, 3, 4]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)

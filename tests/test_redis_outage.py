@@ -45,7 +45,7 @@ def private_redis(settings):
     }
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "driftless.channel_layer.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [{"address": f"{server.url}/1", "socket_timeout": 30}],
                 "prefix": "outage",
