@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, TypedDict
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from driftless.channel_layer import group_send_from_thread
 from memory.outage import channel_breaker
 from memory.representations import message_representation, topic_representation
 
@@ -274,8 +274,10 @@ def _send(session_id: int, events: list[Event]) -> None:
         return
     try:
         with channel_breaker.watch():
-            async_to_sync(get_channel_layer().group_send)(
-                session_group(session_id), {"type": "session.events", "events": events}
+            group_send_from_thread(
+                get_channel_layer(),
+                session_group(session_id),
+                {"type": "session.events", "events": events},
             )
     except Exception:
         logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)

@@ -61,13 +61,19 @@ def published(monkeypatch):
     """Every event published to a session's sockets, and every frame a consumer sends,
     checked against docs/websocket-events.schema.json: a test during which the server
     sent an event that differs from its documented shape fails."""
-    from channels_redis.core import RedisChannelLayer
-
     from chat.consumers import SessionConsumer
+    from driftless.channel_layer import RedisChannelLayer
 
     seen = PublishedEvents()
     for layer in (InMemoryChannelLayer, RedisChannelLayer):
         monkeypatch.setattr(layer, "group_send", _checked_group_send(layer.group_send, seen))
+    blocking = RedisChannelLayer.group_send_blocking
+
+    def checked_blocking(self, group, message):
+        _check_delivery(message, seen)
+        return blocking(self, group, message)
+
+    monkeypatch.setattr(RedisChannelLayer, "group_send_blocking", checked_blocking)
     send = SessionConsumer.send
 
     async def checked_send(self, text_data=None, bytes_data=None, close=False):
@@ -85,13 +91,17 @@ def published(monkeypatch):
 
 def _checked_group_send(group_send, seen: PublishedEvents):
     async def checked(self, group, message):
-        if isinstance(message, dict) and message.get("type") == "session.events":
-            seen.deliveries.append([event.get("type") for event in message.get("events", ())])
-            for event in message.get("events", ()):
-                seen.check(event, record=True)
+        _check_delivery(message, seen)
         return await group_send(self, group, message)
 
     return checked
+
+
+def _check_delivery(message, seen: PublishedEvents) -> None:
+    if isinstance(message, dict) and message.get("type") == "session.events":
+        seen.deliveries.append([event.get("type") for event in message.get("events", ())])
+        for event in message.get("events", ()):
+            seen.check(event, record=True)
 
 
 @pytest.fixture
