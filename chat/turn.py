@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
+from django.db import connection
 
 from chat.deltas import DeltaBatcher
 from chat.errors import log_error, public_failure
@@ -200,6 +201,7 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
         with _session_lock(session.pk):
             result = _run_turn(session=session, user_message=user_message())
         _announce_done(session, result)
+        _give_back_connection()  # before the end is published
     return result
 
 
@@ -307,6 +309,7 @@ def _stream(
     turn_id: str,
 ) -> Completion:
     """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    _give_back_connection()  # the turn's next query comes after the model's answer
     flush_outbox()  # what happened so far is shown before the model is asked
     deltas = DeltaBatcher(
         lambda text: publish(session.pk, reply_delta(turn_id, text)),
@@ -326,6 +329,18 @@ def _stream(
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
     raise LLMError("the model stream ended without an answer")
+
+
+def _give_back_connection() -> None:
+    """Return this thread's database connection to the process's pool while the turn
+    waits on something else: the model, or the event loop that publishes its events. With
+    a model that takes seconds, a turn would otherwise hold a connection all that time, and
+    the pool (``DATABASE_POOL_SIZE``) would bound how many turns run at once; measured
+    with an instant model, turns waited for a connection held by turns that were waiting
+    to publish. Kept without a pool (connecting anew would cost more) and in a
+    transaction."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 def _with_rounds_notice(content: str) -> str:
