@@ -21,8 +21,10 @@ file with the in-process cache and channel layer. Everything is dropped at the e
 Three servers, started one after another in every repeat (interleaved, so the shared
 machine's noise falls on all of them alike):
 
-* ``1 proc, per token``: one process, ``STREAM_BATCH_SECONDS=0``: one ``reply.delta``
-  event per streamed token, the old path and the baseline of this run;
+* ``1 proc, per token``: one process on the old path, the baseline of this run: one
+  ``reply.delta`` event per streamed token (``STREAM_BATCH_SECONDS=0``), through
+  channels-redis's own layer (events read one at a time, and sent through the event loop:
+  driftless/channel_layer.py says why the project's layer does neither);
 * ``1 proc, batched``: one process, deltas coalesced (the default, 100 ms);
 * ``2 procs, batched``: two worker processes behind the one port.
 
@@ -77,10 +79,12 @@ _SENTENCES = (
     "A small, boring change shipped today beats a clever one that waits for next quarter.",
     "When two options look equal, pick the one that is easier to undo.",
 )
-SERVERS = (  # label, worker processes, STREAM_BATCH_SECONDS, rows: CPU and/or load
-    ("1 proc, per token", 1, "0", ("cpu",)),
-    ("1 proc, batched", 1, "0.1", ("cpu", "load")),
-    ("2 procs, batched", 2, "0.1", ("load",)),
+OLD_PATH = {"STREAM_BATCH_SECONDS": "0", "BENCH_CHANNELS_REDIS_LAYER": "1"}
+BATCHED = {"STREAM_BATCH_SECONDS": "0.1"}
+SERVERS = (  # label, worker processes, environment, rows: CPU and/or load
+    ("1 proc, per token", 1, OLD_PATH, ("cpu",)),
+    ("1 proc, batched", 1, BATCHED, ("cpu", "load")),
+    ("2 procs, batched", 2, BATCHED, ("load",)),
 )
 
 
@@ -109,6 +113,8 @@ def respond(body: dict) -> tuple[str, None]:
 # The servers' settings: the project's own, with evaluations run in-process (no worker)
 # and the Redis keys of this run under a prefix of its own.
 _SETTINGS_TEMPLATE = """\
+import os
+
 from driftless.settings import *  # noqa: F403
 from driftless.settings import CACHES, CHANNEL_LAYERS
 
@@ -116,6 +122,8 @@ CELERY_TASK_ALWAYS_EAGER = True
 if {prefix!r}:
     CACHES["default"]["KEY_PREFIX"] = {prefix!r}
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = {prefix!r}
+    if os.environ.get("BENCH_CHANNELS_REDIS_LAYER"):  # the old path
+        CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"
 """
 
 
@@ -501,8 +509,8 @@ def main() -> int:
     if not wanted or not wanted <= {"cpu", "load"}:
         parser.error("rows: cpu, load or cpu,load")
     servers = [
-        (label, workers, batch, tuple(kind for kind in kinds if kind in wanted))
-        for label, workers, batch, kinds in SERVERS
+        (label, workers, server_env, tuple(kind for kind in kinds if kind in wanted))
+        for label, workers, server_env, kinds in SERVERS
         if not (args.embedded and workers > 1) and wanted & set(kinds)
     ]
     rows: list[dict] = []
@@ -525,10 +533,10 @@ def main() -> int:
             "DATABASE_POOL_SIZE": "12",
         }
         for repeat in range(args.repeats):
-            for label, workers, batch, kinds in servers:
+            for label, workers, server_env, kinds in servers:
                 plan = [row for kind in kinds for row in plans[kind]]
                 server = Server(
-                    env={**env.env, **model_env, "STREAM_BATCH_SECONDS": batch},
+                    env={**env.env, **model_env, **server_env},
                     workdir=env.workdir,
                     workers=workers,
                     label=label,
