@@ -333,12 +333,10 @@ def _stream(
 
 def _give_back_connection() -> None:
     """Return this thread's database connection to the process's pool while the turn
-    waits on something else: the model, or the event loop that publishes its events. With
-    a model that takes seconds, a turn would otherwise hold a connection all that time, and
-    the pool (``DATABASE_POOL_SIZE``) would bound how many turns run at once; measured
-    with an instant model, turns waited for a connection held by turns that were waiting
-    to publish. Kept without a pool (connecting anew would cost more) and in a
-    transaction."""
+    waits on something else: the model, or Redis as the turn's end is published. With a
+    model that takes seconds, a turn would otherwise hold a connection all that time, and
+    the pool (``DATABASE_POOL_SIZE``) would bound how many turns run at once. Kept without
+    a pool (connecting anew would cost more) and in a transaction."""
     if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
         connection.close()
 

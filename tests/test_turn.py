@@ -6,6 +6,7 @@ import json
 import threading
 
 import pytest
+from django.db import connections
 
 from chat import turn as turn_module
 from chat.turn import (
@@ -406,3 +407,34 @@ def test_turn_done_is_announced_only_once_the_session_is_free_again(
     do_retry_turn(session=session)
 
     assert free_when_done == [True, True]
+
+
+@pytest.fixture
+def pooled_connection(transactional_db):
+    """This thread's database connection, borrowed from a pool as in production (the test
+    settings use none: idle pooled connections would keep the test database alive)."""
+    wrapper = connections["default"]
+    if wrapper.vendor != "postgresql":
+        pytest.skip("the pool is PostgreSQL's")
+    wrapper.close()
+    options = wrapper.settings_dict.setdefault("OPTIONS", {})
+    options["pool"] = {"min_size": 1, "max_size": 2}
+    try:
+        yield wrapper
+    finally:
+        wrapper.close()
+        wrapper.close_pool()
+        options.pop("pool")
+
+
+def test_a_turn_holds_no_database_connection_while_the_model_answers(
+    pooled_connection, session, fake_openai
+):
+    holding = []  # asked in the fake model's thread, of the turn's thread's connection
+    fake_openai.on_request = lambda body: holding.append(pooled_connection.connection is not None)
+    fake_openai.reply_text("Here you go.")
+
+    result = do_send_message(session=session, content="Hello")
+
+    assert result.reply.content == "Here you go."
+    assert holding == [False]
