@@ -69,7 +69,7 @@ def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
         # uvloop where it is installed (requirements.txt): the event loop forwards every
         # event and frame of the process's sockets while the turn threads hold the GIL, and
         # asyncio's loop waits for the GIL after each of its many system calls. With uvloop
-        # bench/chat_load.py measured two processes at 1.6 times one, against 1.4.
+        # bench/chat_load.py measured two processes at 1.50 times one, against 1.42.
         loop="auto",
         ws="websockets-sansio",
         ws_max_size=SERVER_MAX_FRAME_BYTES,

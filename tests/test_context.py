@@ -373,6 +373,10 @@ def test_another_users_facts_and_memory_never_reach_the_stack(session, agent, or
 # --- the earlier-topics budget -----------------------------------------------------------
 
 
+def prior_topics_part(stack):
+    return next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+
+
 def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(session, settings):
     settings.EARLIER_TOPICS_TOKEN_BUDGET = 100
     topics = [
@@ -383,7 +387,7 @@ def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(sessio
     stack = assemble_context(session=session)
 
     block = stack.layer("semi_stable").text
-    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    part = prior_topics_part(stack)
     lines = [line for line in block.splitlines() if line.startswith("- ")]
     newest = topics[-1].pk
     assert lines[-1].startswith(f"- [#{newest}] Topic 499: Decision 499")  # always stays
@@ -404,7 +408,7 @@ def test_the_budget_still_drops_the_oldest_title_lines_first(session, settings):
 
     stack = assemble_context(session=session)
 
-    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    part = prior_topics_part(stack)
     lines = part.text.splitlines()[1:]
     dropped = len(stack.dropped_earlier_topics)
     assert 0 < dropped < 37  # some title-only lines survive next to the three summaries
@@ -437,7 +441,7 @@ def test_only_the_newest_earlier_topics_carry_their_summaries(session, settings)
 
     stack = assemble_context(session=session)
 
-    part = next(p for p in stack.layer("semi_stable").parts if p.name == "prior_topics")
+    part = prior_topics_part(stack)
     assert part.text.splitlines() == [
         "## Earlier topics in this session",
         f"- [#{topics[0].pk}] Thème 0",
@@ -456,11 +460,7 @@ def test_a_deprecated_topic_among_the_newest_stays_title_only(session, settings)
     reversed_ = add_topic(session, title="Reversed", summary="We picked MySQL.", deprecated=True)
     new = add_topic(session, title="New", summary="New plan.")
 
-    part = next(
-        p
-        for p in assemble_context(session=session).layer("semi_stable").parts
-        if p.name == "prior_topics"
-    )
+    part = prior_topics_part(assemble_context(session=session))
 
     assert part.text.splitlines()[1:] == [
         f"- [#{old.pk}] Old",
