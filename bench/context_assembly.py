@@ -206,8 +206,8 @@ def measure(session, *, repeat: int) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory.context import assemble_context
-    from memory.persistent import invalidate_persistent_memory
+    from memory.actions.context import assemble_context
+    from memory.stores.persistent import invalidate_persistent_memory
 
     cold_ms = []
     for _ in range(5):

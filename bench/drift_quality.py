@@ -31,7 +31,7 @@ single-subject conversation sees.
 
 ``--fit`` refits the per-turn cue weights on a training file and ``--fit-exchange``
 the exchange cue weights (threads with real roles), each printed with a threshold
-sweep, for pasting into ``memory/drift_detectors.py``.
+sweep, for pasting into ``memory/drift/detectors.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.drift_detectors import (  # noqa: E402  (needs the sys.path line above)
+from memory.drift.detectors import (  # noqa: E402  (needs the sys.path line above)
     EXCHANGE_THRESHOLD,
     DriftDetector,
     LexicalDetector,
@@ -123,7 +123,7 @@ def load_dialogues(path: str | Path, *, roles: str = "auto") -> list[Dialogue]:
     return dialogues
 
 
-#: What the embedded default's offline model (memory/llm.py) answers from its second
+#: What the embedded default's offline model (memory/llm/__init__.py) answers from its second
 #: reply on: the same line under every question, none of the user's words.
 OFFLINE_REPLY = (
     "Offline mode: no language model is configured, so I cannot answer that. "
@@ -168,7 +168,7 @@ def simulate(
     leaves; ``exit_check=False`` leaves it out), the detector sees the active topic's
     whole thread; on
     drift the turns from its ``start`` on become the new active topic, which is
-    judged again at once (as memory/pipeline.py does), so one check may fork more
+    judged again at once (as memory/actions/evaluation.py does), so one check may fork more
     than once; every fork stays inside the check's scan-back window. A start
     outside the contract raises, so a detector bug cannot hide in the scores.
     """

@@ -7,7 +7,7 @@ Usage (from the repository root)::
 
 A long multi-subject conversation (six single-subject dialogues of ``bench/data/``, each
 replayed for ``turns / 6`` user turns, replies of 60–150 words) goes through the real turn
-path (``chat.turn.do_send_message``: context assembly, the model call, storing) and the
+path (``memory.actions.turn.do_send_message``: context assembly, the model call, storing) and the
 real evaluation pipeline (the ten-message heartbeat: lexical drift detection, silent
 forks, summaries; run right after the turn that triggered it instead of on a timer
 thread, so the run is deterministic), against a fake OpenAI-compatible provider in this
@@ -269,8 +269,8 @@ def build_scope(*, name: str):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from memory.facts import set_fact
     from memory.models import Agent, Organization, Session, Topic
+    from memory.stores.facts import set_fact
 
     organization, _ = Organization.objects.get_or_create(name="Bench", slug="bench")
     agent, _ = Agent.objects.get_or_create(
@@ -326,17 +326,17 @@ def replay(*, block: int, script, provider: Provider, name: str, incremental: bo
     """One policy: the whole conversation through the turn path and the heartbeat."""
     from django.conf import settings
 
-    import memory.context
-    import memory.pipeline
-    from chat.turn import do_send_message
+    import memory.actions.context
+    import memory.actions.evaluation
+    from memory.actions.evaluation import run_evaluation
+    from memory.actions.turn import do_send_message
     from memory.models import Topic
-    from memory.pipeline import run_evaluation
 
     pending: list[tuple[int, str]] = []
-    memory.pipeline._start_in_background = lambda *, session_id, reason, **_: pending.append(
-        (session_id, reason)
+    memory.actions.evaluation._start_in_background = lambda *, session_id, reason, **_: (
+        pending.append((session_id, reason))
     )
-    memory.context.ACTIVE_WINDOW_BLOCK = block
+    memory.actions.context.ACTIVE_WINDOW_BLOCK = block
     settings.SUMMARY_INCREMENTAL = incremental
     session = build_scope(name=name)
     first_call = len(provider.calls)
@@ -402,7 +402,7 @@ def main() -> int:
         from django.conf import settings
         from django.core.management import call_command
 
-        from memory.constants import ACTIVE_WINDOW_BLOCK
+        from memory.lib.constants import ACTIVE_WINDOW_BLOCK
         from memory.llm import clear_client_cache
         from tests.fake_openai import FakeOpenAI
 

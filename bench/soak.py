@@ -175,7 +175,7 @@ def responder(body: dict) -> tuple[str, None]:
 
 
 def prompt_tokens(body: dict) -> int:
-    from memory.tokens import estimate_tokens
+    from memory.lib.tokens import estimate_tokens
 
     return estimate_tokens("\n".join(str(m.get("content") or "") for m in body["messages"]))
 

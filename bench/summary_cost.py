@@ -94,8 +94,8 @@ def run(*, size: int, every: int, incremental: bool, fake) -> dict:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
+    from memory.actions.summarize import do_summarize_topic, request_tokens
     from memory.models import Agent, Organization, Session
-    from memory.summarize import do_summarize_topic, request_tokens
 
     settings.SUMMARY_INCREMENTAL = incremental
     label = f"{size}-{'inc' if incremental else 'full'}"

@@ -24,16 +24,16 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from chat.accounts import live_user, user_group
-from chat.errors import log_error, public_failure
 from chat.protocol import (
-    TURN_IN_PROGRESS_MESSAGE,
     ClientFrame,
     NewTopic,
     RetryTurn,
     SendMessage,
     parse_frame,
 )
-from chat.turn import (
+from memory.actions.evaluation import request_exit_evaluation
+from memory.actions.turn import (
+    TURN_IN_PROGRESS_MESSAGE,
     NothingToRetry,
     ServerStopping,
     TurnBusy,
@@ -42,9 +42,9 @@ from chat.turn import (
     do_send_message,
 )
 from memory.events import error_event, session_group
+from memory.lib.errors import log_error, public_failure
+from memory.lib.validation import InvalidInput
 from memory.models import Session
-from memory.pipeline import request_exit_evaluation
-from memory.validation import InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Requests in flight, referenced so the event loop cannot drop them. Whether a
-        # turn may start is the session lock's call (chat/turn.py), across tabs and
+        # turn may start is the session lock's call (memory/actions/turn.py), across tabs and
         # processes; a refused request answers with a turn_in_progress error.
         self._work: set[asyncio.Task] = set()
         self._layer_receive = None

@@ -2,9 +2,9 @@
 
 Server-to-client events live in ``memory/events.py``; this module is the other half of
 the protocol documented in ``docs/websocket.md``. Parsing never raises anything but
-:class:`memory.validation.InvalidInput` (the domain's one input error; :class:`FrameRefused`
+:class:`memory.lib.validation.InvalidInput` (the domain's one input error; :class:`FrameRefused`
 is its frame-level kind), whose code and message become an ``error`` event, so a bad frame
-costs the client one error and never the connection. The limits live in memory/limits.py.
+costs the client one error and never the connection. The limits live in memory/lib/limits.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from memory.limits import MAX_FRAME_CHARS, MAX_MESSAGE_CHARS
-from memory.validation import InvalidInput, check_message_content, loads_json
+from memory.lib.limits import MAX_FRAME_CHARS, MAX_MESSAGE_CHARS
+from memory.lib.validation import InvalidInput, check_message_content, loads_json
 
 __all__ = ["MAX_FRAME_CHARS", "MAX_MESSAGE_CHARS", "check_message_content"]
 
@@ -34,8 +34,6 @@ ErrorCode = Literal[
     "events_unavailable",
     "server_restarting",
 ]
-
-TURN_IN_PROGRESS_MESSAGE = "a reply is still being generated"
 
 
 class FrameRefused(InvalidInput):

@@ -18,15 +18,15 @@ from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
 from chat.api.serializers import MESSAGE_PAGE_SIZE
-from chat.turn import TurnBusy, do_delete_session_between_turns
+from memory.actions.turn import TurnBusy, do_delete_session_between_turns
 from memory.models import Agent, Deletion, Message, Session, Topic
 from memory.representations import (
     message_representation,
     session_representation,
     topic_representation,
 )
-from memory.search import SearchError, marked_segments, search_memory
-from memory.thread import topic_page
+from memory.stores.messages import topic_page
+from memory.stores.search import SearchError, marked_segments, search_memory
 
 UNTITLED_SESSION = "New conversation"
 

@@ -20,7 +20,7 @@ from driftless.env import (
     env_str,
     mcp_servers_from_env,
 )
-from memory.limits import SERVER_MAX_FRAME_BYTES
+from memory.lib.limits import SERVER_MAX_FRAME_BYTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DRIFTLESS_VAR_DIR") or BASE_DIR / "var")
@@ -102,7 +102,7 @@ MIDDLEWARE = [
 
 # What daphne buffers for one websocket message (runserver reads these; the daphne command
 # takes --websocket_max_message_size / --websocket_max_frame_size): above the protocol's
-# frame limit, so an oversized frame is answered frame_too_large (memory/limits.py).
+# frame limit, so an oversized frame is answered frame_too_large (memory/lib/limits.py).
 DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = SERVER_MAX_FRAME_BYTES
 DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = SERVER_MAX_FRAME_BYTES
 
@@ -161,7 +161,7 @@ CHANNEL_CAPACITY = 10_000
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
-    # Redis is a speed-up, never the only copy (memory/outage.py): a failed cache call is
+    # Redis is a speed-up, never the only copy (memory/lib/outage.py): a failed cache call is
     # a miss, and every read through the cache falls back to the database.
     CACHES = {
         "default": {
@@ -209,7 +209,7 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # An unacknowledged task of a worker that vanished is delivered again after this long.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 15 * 60}
-# The sweep (memory/sweep.py): Celery beat runs it with a worker; a thread of the server
+# The sweep (memory/actions/sweep.py): Celery beat runs it with a worker; a thread of the server
 # process does in the embedded mode. A request is "overdue" after the grace period.
 EVALUATION_SWEEP_SECONDS = env_float("EVALUATION_SWEEP_SECONDS", 15.0, minimum=1.0)
 EVALUATION_SWEEP_GRACE_SECONDS = env_float("EVALUATION_SWEEP_GRACE_SECONDS", 30.0, minimum=0.0)
@@ -236,7 +236,7 @@ STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 # for it before it is refused as busy (nothing is stored then, and the page keeps it).
 TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 
-# Memory behaviour (the spec's constants live in memory/constants.py; these are knobs).
+# Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)

@@ -3,10 +3,10 @@
 What only the system writes (sequence numbers, token usage, manual-set flags, what a
 summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
 (every store of the session needs it). Deleting a session or a topic goes through
-memory/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
+memory/actions/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
 cache is invalidated) and a ``Deletion`` audit row (without the content) remains. An
 operator's edit of a topic's title or summary is a correction like the user's
-(memory/curation.py): audited, and kept by later summaries of the same messages.
+(memory/actions/curation.py): audited, and kept by later summaries of the same messages.
 """
 
 import json
@@ -20,9 +20,10 @@ from django.db.models import Count
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from memory.curation import CurationRefused, do_user_edit_topic
-from memory.deletion import do_delete_session, do_delete_topic
-from memory.facts import check_facts_document
+from memory.actions.curation import CurationRefused, do_user_edit_topic
+from memory.actions.deletion import do_delete_session, do_delete_topic
+from memory.actions.portability import export_memory
+from memory.lib.validation import InvalidInput, check_summary, check_title
 from memory.models import (
     Agent,
     Deletion,
@@ -34,14 +35,13 @@ from memory.models import (
     Session,
     Topic,
 )
-from memory.notes import check_notes
-from memory.portability import export_memory
-from memory.thread import usage_totals
-from memory.validation import InvalidInput, check_summary, check_title
+from memory.stores.facts import check_facts_document
+from memory.stores.messages import usage_totals
+from memory.stores.notes import check_notes
 
 
 def checked_form(model, **checks) -> type[forms.ModelForm]:
-    """A model form whose fields also pass the domain's checks (memory/validation.py), so
+    """A model form whose fields also pass the domain's checks (memory/lib/validation.py), so
     admin accepts exactly what REST, the socket and the agent's tools accept."""
 
     def clean(self):

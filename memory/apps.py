@@ -11,6 +11,6 @@ class MemoryConfig(AppConfig):
 
 
 def _ensure_search_index(sender, using: str, **kwargs) -> None:
-    from memory.search import ensure_search_index
+    from memory.stores.search import ensure_search_index
 
     ensure_search_index(using=using)

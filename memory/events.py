@@ -20,7 +20,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from driftless.channel_layer import group_send_from_thread
-from memory.outage import channel_breaker
+from memory.lib.outage import channel_breaker
 from memory.representations import message_representation, topic_representation
 
 logger = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ def publish(session_id: int, event: Event) -> None:
     """Send now (or with the other events of this moment, inside :func:`outbox`). Use for
     ephemeral events (reply deltas) that carry no stored state.
 
-    Best effort (memory/outage.py): a dead channel layer never fails the write that
+    Best effort (memory/lib/outage.py): a dead channel layer never fails the write that
     happened, and is skipped for a moment after it failed."""
     box = getattr(_outboxes, "box", None)
     if box is not None and box.session_id == session_id:

@@ -103,7 +103,7 @@ class SessionQuerySet(models.QuerySet):
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
-        from memory.validation import check_title
+        from memory.lib.validation import check_title
 
         title = check_title(title)
         with transaction.atomic():
@@ -147,7 +147,7 @@ class Session(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text="An evaluation was asked for and has not run yet (memory/sweep.py).",
+        help_text="An evaluation was asked for and has not run yet (memory/actions/sweep.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -520,7 +520,7 @@ class MemoryDecision(models.Model):
 
 class Lease(models.Model):
     """A lock that expires on its own: held by one process while it renews it
-    (memory/leases.py). The database is its only copy, so it survives a cache outage and
+    (memory/stores/leases.py). The database is its only copy, so it survives a cache outage and
     frees itself within ``LEASE_SECONDS`` of its holder dying."""
 
     name = models.CharField(max_length=100, primary_key=True)

@@ -2,8 +2,8 @@
 
 from celery import shared_task
 
-from memory.pipeline import run_evaluation
-from memory.sweep import sweep
+from memory.actions.evaluation import run_evaluation
+from memory.actions.sweep import sweep
 
 
 @shared_task(name="memory.evaluate_session", ignore_result=True)

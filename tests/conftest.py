@@ -7,8 +7,8 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.core.cache import cache
 
+from memory.lib.outage import broker_breaker, channel_breaker
 from memory.models import Agent, Organization, Session
-from memory.outage import broker_breaker, channel_breaker
 from tests.event_shapes import event_problems
 
 pytest_plugins = ["tests.fake_openai"]
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Each test starts with an empty cache (only this run's keys are touched), and with
-    no service marked as down by an earlier test's outage (memory/outage.py)."""
+    no service marked as down by an earlier test's outage (memory/lib/outage.py)."""
     if hasattr(cache, "delete_pattern"):
         cache.delete_pattern("*")
     else:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from memory.drift_detectors import DriftVerdict, Turn
+from memory.drift.detectors import DriftVerdict, Turn
 from memory.models import Message, Session
 
 SUBJECT_A = [

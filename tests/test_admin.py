@@ -4,10 +4,10 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 
-from memory.context import assemble_context
-from memory.deletion import do_delete_session
+from memory.actions.context import assemble_context
+from memory.actions.deletion import do_delete_session
 from memory.models import ImportantInfo, MemoryDecision, Notes, Session, Topic
-from memory.persistent import get_persistent_memory
+from memory.stores.persistent import get_persistent_memory
 from tests.memory_builders import add_topic
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from memory.facts import read_facts, set_fact
 from memory.models import Agent, MemoryDecision, Notes, Session, Topic
+from memory.stores.facts import read_facts, set_fact
 from tests.memory_builders import add_messages, add_topic
 
 

@@ -7,10 +7,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chat.protocol import MAX_MESSAGE_CHARS
-from chat.turn import _session_lock
+from memory.actions.turn import _session_lock
 from memory.llm import Usage
 from memory.models import Agent, Message, Organization, Session, Topic
-from memory.thread import store_message
+from memory.stores.messages import store_message
 
 
 def client_for(user) -> APIClient:

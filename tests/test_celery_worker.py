@@ -6,9 +6,9 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from memory import pipeline
+from memory.actions import evaluation as pipeline
+from memory.actions.evaluation import request_exit_evaluation
 from memory.models import Topic
-from memory.pipeline import request_exit_evaluation
 from memory.tasks import evaluate_session_task
 from tests.evaluation_helpers import SUBJECT_A, celery_eager, converse
 

@@ -16,10 +16,10 @@ from chat import consumers
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from chat.protocol import MAX_MESSAGE_CHARS
 from driftless.asgi import application
-from memory import pipeline
-from memory.constants import EXIT_DEBOUNCE_SECONDS
-from memory.facts import read_facts
+from memory.actions import evaluation as pipeline
+from memory.lib.constants import EXIT_DEBOUNCE_SECONDS
 from memory.models import Message, Session
+from memory.stores.facts import read_facts
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis]
 
@@ -360,7 +360,7 @@ async def test_mcp_tools_work_from_the_turns_worker_thread(
 async def test_deleting_a_topic_then_the_session_tells_the_open_sockets_and_closes_them(
     alice, session
 ):
-    from memory.deletion import do_delete_session, do_delete_topic
+    from memory.actions.deletion import do_delete_session, do_delete_topic
     from tests.memory_builders import add_topic
 
     earlier = await database_sync_to_async(add_topic)(session, title="Old", messages=2)

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from memory.context import assemble_context, render_window
-from memory.curation import do_agent_curation, do_user_curation
-from memory.facts import set_fact, unset_fact
+from memory.actions.context import assemble_context, render_window
+from memory.actions.curation import do_agent_curation, do_user_curation
+from memory.actions.tools import dispatch_tool_calls
 from memory.llm import ToolCall
 from memory.models import MemoryState, Message, Notes, Session, Topic
-from memory.notes import append_notes
-from memory.tools import dispatch_tool_calls
+from memory.stores.facts import set_fact, unset_fact
+from memory.stores.notes import append_notes
 from tests.conftest import make_user
 from tests.memory_builders import (
     add_message,

@@ -3,9 +3,9 @@
 import pytest
 from rest_framework.test import APIClient
 
-from memory.facts import set_fact
 from memory.models import Agent, Message, Session
-from memory.notes import append_notes
+from memory.stores.facts import set_fact
+from memory.stores.notes import append_notes
 from tests.memory_builders import add_messages, add_topic
 
 

@@ -3,11 +3,11 @@
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.context import assemble_context
-from memory.facts import set_fact
+from memory.actions.context import assemble_context
 from memory.models import Agent, Message, Notes, Session
-from memory.notes import append_notes
-from memory.persistent import invalidate_persistent_memory
+from memory.stores.facts import set_fact
+from memory.stores.notes import append_notes
+from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
 MAX_QUERIES = 7  # session+agent, topics, window (count, rows), notes, facts, memory (miss)

@@ -3,16 +3,16 @@
 import pytest
 from django.core.cache import cache
 
-from memory.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
-from memory.curation import (
+from memory.actions.curation import (
     NEXT_USER_STATE,
     CurationRefused,
     do_agent_curation,
     do_summarizer_flag,
     do_user_curation,
 )
+from memory.lib.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
 from memory.models import MemoryDecision, MemoryState
-from memory.persistent import memory_cache_key
+from memory.stores.persistent import memory_cache_key
 from tests.memory_builders import add_messages
 
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from memory import pipeline
+from memory.actions import evaluation as pipeline
+from memory.actions.evaluation import request_exit_evaluation
 from memory.models import Session
-from memory.pipeline import request_exit_evaluation
 from tests.evaluation_helpers import SUBJECT_A, converse, join_background_evaluations
 
 pytestmark = pytest.mark.django_db(transaction=True)

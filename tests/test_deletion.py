@@ -4,10 +4,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from chat.turn import _session_lock
-from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
-from memory.context import assemble_context
-from memory.curation import do_user_curation
+from memory.actions.context import assemble_context
+from memory.actions.curation import do_user_curation
+from memory.actions.turn import _session_lock
+from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.models import Deletion, MemoryDecision, MemoryState, Message, Notes, Session, Topic
 from tests.memory_builders import add_messages, add_topic
 

@@ -10,13 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.dialogue_cues import (
-    announces_return,
-    announces_switch,
-    opens_as_follow_up,
-    opens_with_reference,
-)
-from memory.drift_detectors import (
+from memory.drift.detectors import (
     DriftVerdict,
     LexicalDetector,
     TextTilingDetector,
@@ -25,6 +19,12 @@ from memory.drift_detectors import (
     get_detector,
     has_real_roles,
     reply_reliability,
+)
+from memory.drift.dialogue_cues import (
+    announces_return,
+    announces_switch,
+    opens_as_follow_up,
+    opens_with_reference,
 )
 
 _BENCH = Path(__file__).resolve().parent.parent / "bench" / "drift_quality.py"

@@ -4,9 +4,9 @@ evaluations, and the model deciding (validated) where a new subject starts."""
 
 import pytest
 
-from memory.drift_detectors import Turn, get_detector
+from memory.actions.evaluation import evaluate_session
+from memory.drift.detectors import Turn, get_detector
 from memory.models import Message, Topic
-from memory.pipeline import evaluate_session
 from tests.evaluation_helpers import converse, summary_answer
 
 # A leaking kitchen tap, then (no cue phrase) how to get up early: product-tune-30.

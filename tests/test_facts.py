@@ -2,9 +2,9 @@
 
 import pytest
 
-from memory.facts import FactError, read_facts, set_fact, unset_fact
-from memory.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS
+from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS
 from memory.models import Agent, ImportantInfo, Organization
+from memory.stores.facts import FactError, read_facts, set_fact, unset_fact
 
 
 def test_set_creates_the_document_then_updates_entries_by_key(alice, agent):

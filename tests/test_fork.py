@@ -3,11 +3,11 @@
 import pytest
 
 from memory import events
-from memory.drift import do_silent_fork, plan_fork
-from memory.drift_detectors import DriftVerdict
+from memory.actions.evaluation import evaluate_session
+from memory.actions.fork import do_silent_fork, plan_fork
+from memory.actions.summarize import topic_history
+from memory.drift.detectors import DriftVerdict
 from memory.models import Message, Notes, Topic
-from memory.pipeline import evaluate_session
-from memory.summarize import topic_history
 from tests.evaluation_helpers import (
     SUBJECT_A,
     SUBJECT_B,

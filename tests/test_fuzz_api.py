@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
-from memory.facts import set_fact
-from memory.notes import append_notes
+from memory.stores.facts import set_fact
+from memory.stores.notes import append_notes
 from tests.live_server import running_server
 
 pytestmark = [

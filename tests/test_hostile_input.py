@@ -1,6 +1,6 @@
 """Hostile input gets a clear 400 (REST) or an error frame (socket), never a 500, a dead
 socket or something stored that the caller did not send. Each case is one finding of the
-attack on the API (issue 11): the same checks (memory/validation.py) answer both.
+attack on the API (issue 11): the same checks (memory/lib/validation.py) answer both.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from driftless.asgi import application
-from memory.facts import read_facts
-from memory.limits import MAX_JSON_DEPTH
+from memory.lib.limits import MAX_JSON_DEPTH
 from memory.models import ImportantInfo, Message, Session
+from memory.stores.facts import read_facts
 from tests.test_consumer import TIMEOUT, connected_socket, send
 
 NUL_VALUES = [
@@ -290,8 +290,8 @@ def test_a_fact_over_the_token_budget_is_refused_through_rest_with_the_room_left
 
 
 def test_the_agents_tool_says_which_limit_and_how_much_room_is_left(alice, agent, session):
+    from memory.actions.tools import dispatch_tool_calls
     from memory.llm import ToolCall
-    from memory.tools import dispatch_tool_calls
 
     def set_fact_by_tool(key: str, value: str) -> dict:
         arguments = json.dumps({"operation": "$set", "key": key, "value": value})

@@ -1,5 +1,5 @@
-"""Leases (memory/leases.py): database locks that free themselves when their holder dies,
-and the sweep that finishes the turns of dead holders (memory/sweep.py)."""
+"""Leases (memory/stores/leases.py): database locks that free themselves when their holder dies,
+and the sweep that finishes the turns of dead holders (memory/actions/sweep.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory import leases
+from memory.actions.sweep import sweep
 from memory.models import Lease, Message
-from memory.sweep import sweep
-from memory.thread import INTERRUPTED_TEXT, turn_lease_name
+from memory.stores import leases
+from memory.stores.messages import INTERRUPTED_TEXT, turn_lease_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

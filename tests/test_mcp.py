@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from chat.mcp import McpToolError, McpToolSource, namespaced_tool_name
-from chat.turn import do_send_message
-from memory.facts import read_facts
-from memory.notes import read_notes
+from memory.actions.mcp import McpToolError, McpToolSource, namespaced_tool_name
+from memory.actions.turn import do_send_message
+from memory.stores.facts import read_facts
+from memory.stores.notes import read_notes
 
 ECHO_SERVER = {
     "name": "echo",

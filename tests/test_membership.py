@@ -10,12 +10,12 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from chat.turn import do_send_message
-from memory.facts import read_facts, set_fact
+from memory.actions.tools import ACCESS_ENDED_ERROR, dispatch_tool_calls
+from memory.actions.turn import do_send_message
 from memory.llm import ToolCall
 from memory.models import Message, Session, Topic
-from memory.notes import append_notes
-from memory.tools import ACCESS_ENDED_ERROR, dispatch_tool_calls
+from memory.stores.facts import read_facts, set_fact
+from memory.stores.notes import append_notes
 
 pytestmark = pytest.mark.django_db
 

@@ -36,14 +36,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from memory.curation import CurationRefused, do_agent_curation, do_user_curation
-from memory.drift import ForkPlan, do_silent_fork, tool_safe_cut
-from memory.drift_detectors import DriftVerdict
+from memory.actions.curation import CurationRefused, do_agent_curation, do_user_curation
+from memory.actions.evaluation import evaluate_session
+from memory.actions.fork import ForkPlan, do_silent_fork, tool_safe_cut
+from memory.actions.summarize import STALE_ATTEMPTS, topic_history
+from memory.actions.topics import do_start_user_topic
+from memory.drift.detectors import DriftVerdict
 from memory.models import Agent, MemoryState, Message, Organization, Session, Topic
-from memory.persistent import _fetch_entries, get_persistent_memory, truncate_to_budget
-from memory.pipeline import evaluate_session
-from memory.summarize import STALE_ATTEMPTS, topic_history
-from memory.topics import do_start_user_topic
+from memory.stores.persistent import _fetch_entries, get_persistent_memory, truncate_to_budget
 from tests.conftest import make_user
 from tests.evaluation_helpers import FixedDetector
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory.dialogue_cues import announces_switch, leans_on_topic, opens_with_reference
-from memory.drift_cues import exchange_cues
-from memory.drift_detectors import LexicalDetector, Turn
-from memory.textstats import content_terms, language_of, stem
+from memory.drift.cues import exchange_cues
+from memory.drift.detectors import LexicalDetector, Turn
+from memory.drift.dialogue_cues import announces_switch, leans_on_topic, opens_with_reference
+from memory.drift.textstats import content_terms, language_of, stem
 
 
 def _alternating(*texts: str) -> list[Turn]:

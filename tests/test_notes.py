@@ -2,9 +2,9 @@
 
 import pytest
 
-from memory.limits import MAX_NOTES_CHARS
+from memory.lib.limits import MAX_NOTES_CHARS
 from memory.models import Notes
-from memory.notes import (
+from memory.stores.notes import (
     NotesError,
     append_notes,
     read_latest_notes,

@@ -5,17 +5,17 @@ from django.core.cache import cache, caches
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-import memory.persistent as persistent
-from memory.context import assemble_context
-from memory.curation import do_agent_curation, do_user_curation
+import memory.stores.persistent as persistent
+from memory.actions.context import assemble_context
+from memory.actions.curation import do_agent_curation, do_user_curation
+from memory.lib.tokens import estimate_tokens
 from memory.models import Agent, MemoryState, Organization, Session, Topic
-from memory.persistent import (
+from memory.stores.persistent import (
     get_persistent_memory,
     invalidate_persistent_memory,
     invalidate_topic_memory,
     memory_cache_key,
 )
-from memory.tokens import estimate_tokens
 from tests.conftest import make_user
 from tests.memory_builders import add_topic
 

@@ -5,9 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory import events
-from memory.context import assemble_context
+from memory.actions.context import assemble_context
+from memory.actions.evaluation import evaluate_session, note_message_stored
 from memory.models import Message, Session, Topic
-from memory.pipeline import evaluate_session, note_message_stored
 from memory.tasks import evaluate_session_task
 from tests.evaluation_helpers import (
     SUBJECT_A,

@@ -14,8 +14,8 @@ import time
 import pytest
 from django.db import connections, transaction
 
-from memory import pipeline
-from memory.pipeline import evaluate_session
+from memory.actions import evaluation as pipeline
+from memory.actions.evaluation import evaluate_session
 from tests.evaluation_helpers import SUBJECT_A, MarkerDetector, converse, summary_answer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -5,10 +5,10 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.facts import read_facts, set_fact
+from memory.actions.portability import ImportRefused, export_memory, import_memory
 from memory.models import Agent, ImportantInfo, Message, Session, Topic
-from memory.persistent import get_persistent_memory
-from memory.portability import ImportRefused, export_memory, import_memory
+from memory.stores.facts import read_facts, set_fact
+from memory.stores.persistent import get_persistent_memory
 from tests.memory_builders import add_message, add_tool_round, add_topic
 
 
@@ -260,7 +260,7 @@ def test_the_admin_action_downloads_the_scope(client, alice, agent, remembered):
 
 
 def test_a_users_correction_travels_and_still_stands_after_import(alice, agent, remembered):
-    from memory.curation import do_user_edit_topic
+    from memory.actions.curation import do_user_edit_topic
 
     first, _ = remembered
     topic = first.topics.get(title="Database choice")

@@ -11,8 +11,8 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
-from chat.errors import without_addresses
-from chat.turn import do_send_message
+from memory.actions.turn import do_send_message
+from memory.lib.errors import without_addresses
 from memory.llm import clear_client_cache
 from memory.models import Message
 
@@ -127,7 +127,7 @@ def test_a_model_failure_shows_an_error_id_not_the_endpoint(session, fake_openai
 
 
 def test_a_server_error_answers_with_an_error_id_and_logs_the_detail(alice, session, caplog):
-    from memory import thread
+    from memory.stores import messages as thread
 
     client = APIClient()
     client.force_login(alice)

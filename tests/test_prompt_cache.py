@@ -11,11 +11,11 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from chat.turn import do_send_message
-from memory.facts import set_fact
+from memory.actions.turn import do_send_message
 from memory.llm import Usage
 from memory.models import Session
-from memory.thread import usage_totals
+from memory.stores.facts import set_fact
+from memory.stores.messages import usage_totals
 
 
 def stable_prefix(request: dict) -> str:

@@ -19,9 +19,9 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
-from memory import pipeline
+from memory.actions import evaluation as pipeline
+from memory.actions.sweep import sweep
 from memory.models import Message, Session, Topic
-from memory.sweep import sweep
 from tests.evaluation_helpers import SUBJECT_A, converse
 from tests.faults import RedisServer, celery_broker, wait_for
 from tests.test_consumer import open_socket, receive_until, send

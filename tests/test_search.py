@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from memory.facts import set_fact
 from memory.models import Message, Session
-from memory.search import SearchError, search_memory
+from memory.stores.facts import set_fact
+from memory.stores.search import SearchError, search_memory
 from tests.memory_builders import add_message, add_tool_round, add_topic
 
 ROOT = Path(__file__).resolve().parent.parent

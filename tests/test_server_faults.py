@@ -17,7 +17,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from memory.models import Lease
-from memory.thread import INTERRUPTED_TEXT, turn_lease_name
+from memory.stores.messages import INTERRUPTED_TEXT, turn_lease_name
 from tests.faults import RedisServer, Spawned, app_env, free_port, python, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]

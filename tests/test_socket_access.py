@@ -11,7 +11,7 @@ from django.test import Client
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from driftless.asgi import application
-from memory import pipeline
+from memory.actions import evaluation as pipeline
 from memory.models import Organization
 from tests.test_consumer import finish_refused, send, stored
 

@@ -9,14 +9,14 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from memory.constants import EMPTY_TOPIC_ERROR
-from memory.context import assemble_context
-from memory.curation import do_agent_curation, do_user_curation
+from memory.actions.context import assemble_context
+from memory.actions.curation import do_agent_curation, do_user_curation
+from memory.actions.summarize import do_summarize_topic
+from memory.actions.tools import dispatch_tool_calls
+from memory.actions.topics import do_start_user_topic
+from memory.lib.constants import EMPTY_TOPIC_ERROR
 from memory.models import MemoryDecision, MemoryState, Message, Session, Topic
-from memory.persistent import UNTITLED
-from memory.summarize import do_summarize_topic
-from memory.tools import dispatch_tool_calls
-from memory.topics import do_start_user_topic
+from memory.stores.persistent import UNTITLED
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 from tests.memory_builders import add_tool_round
 

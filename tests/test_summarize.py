@@ -3,10 +3,10 @@
 import pytest
 from django.core.cache import cache
 
-from memory.curation import do_user_curation
+from memory.actions.curation import do_user_curation
+from memory.actions.summarize import SUMMARY_PROMPT, do_summarize_topic, fallback_title
 from memory.models import MemoryDecision, MemoryState, Notes
-from memory.persistent import memory_cache_key
-from memory.summarize import SUMMARY_PROMPT, do_summarize_topic, fallback_title
+from memory.stores.persistent import memory_cache_key
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 
 # Copied by hand from spec/memory-architecture.txt, so a drift of the constant fails here.

@@ -14,9 +14,9 @@ import threading
 import pytest
 from django.db import DatabaseError, connections, transaction
 
-from memory.drift import ForkPlan, do_silent_fork
+from memory.actions.fork import ForkPlan, do_silent_fork
+from memory.actions.topics import do_start_user_topic
 from memory.models import Notes, Session, Topic
-from memory.topics import do_start_user_topic
 from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, converse, say, summary_answer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

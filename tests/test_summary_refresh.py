@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from memory.drift_detectors import DriftVerdict
+from memory.actions.evaluation import evaluate_session
+from memory.actions.summarize import SUMMARY_PROMPT, do_summarize_topic
+from memory.drift.detectors import DriftVerdict
+from memory.lib.tokens import estimate_tokens
 from memory.models import Message, Session, Topic
-from memory.persistent import get_persistent_memory
-from memory.pipeline import evaluate_session
-from memory.summarize import SUMMARY_PROMPT, do_summarize_topic
-from memory.tokens import estimate_tokens
+from memory.stores.persistent import get_persistent_memory
 from tests.evaluation_helpers import SUBJECT_A, FixedDetector, converse, say, summary_answer
 
 NO_DRIFT = FixedDetector(DriftVerdict(False, None, "same subject"))
@@ -228,7 +228,7 @@ def test_a_topic_that_fits_is_sent_whole_only_when_incremental_summaries_are_off
 def test_a_forks_prior_topic_is_summarized_from_its_own_messages_not_a_summary_of_the_moved_ones(
     fake_openai, session
 ):
-    from memory.drift import ForkPlan, do_silent_fork
+    from memory.actions.fork import ForkPlan, do_silent_fork
 
     converse(session, SUBJECT_A)
     fake_openai.reply_json(summary_answer(title="Garden", summary="Garden and laptop."))

@@ -1,9 +1,9 @@
-"""Tool calls said in a sentence for people (memory/tool_words.py), on real tool results."""
+"""Tool calls said in a sentence for people (memory/lib/tool_words.py), on real tool results."""
 
 import pytest
 
+from memory.lib.tool_words import describe_tool_result
 from memory.models import Topic
-from memory.tool_words import describe_tool_result
 from tests.memory_builders import add_topic
 from tests.test_tools import run
 

@@ -4,18 +4,18 @@ import json
 
 import pytest
 
-from memory.constants import (
+from memory.actions.context import assemble_context
+from memory.actions.curation import do_agent_curation, do_user_curation
+from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas, dispatch_tool_calls
+from memory.lib.constants import (
     DEPRECATED_GUARD_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
     USER_POSITION_GUARD_ERROR,
 )
-from memory.context import assemble_context
-from memory.curation import do_agent_curation, do_user_curation
-from memory.facts import read_facts, set_fact
 from memory.llm import ToolCall
 from memory.models import Agent, MemoryDecision, MemoryState, Message, Notes, Session
-from memory.notes import append_notes, read_notes
-from memory.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas, dispatch_tool_calls
+from memory.stores.facts import read_facts, set_fact
+from memory.stores.notes import append_notes, read_notes
 from tests.conftest import make_user
 from tests.memory_builders import add_messages, add_topic
 
@@ -183,7 +183,7 @@ def test_other_tools_are_called_after_the_builtins_and_their_failures_reported(s
 
 
 def test_an_unexpected_failure_inside_a_builtin_is_an_error_result(session, monkeypatch):
-    import memory.tools as tools
+    import memory.actions.tools as tools
 
     def broken(**kwargs):
         raise RuntimeError("database on fire")

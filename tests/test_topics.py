@@ -3,8 +3,8 @@
 import pytest
 
 from memory import events
+from memory.actions.topics import do_start_user_topic
 from memory.models import Notes, Topic
-from memory.topics import do_start_user_topic
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 
 
@@ -65,7 +65,7 @@ def test_a_message_that_arrives_during_the_summary_call_is_summarized_too(
 ):
     """The summary is made before the lock; if the topic grew meanwhile, the lock is
     released and it is made again."""
-    from memory import topics
+    from memory.actions import topics
 
     converse(session, SUBJECT_A)
     real_prepare = topics.prepare_summary

@@ -1,4 +1,4 @@
-"""The agent turn (chat/turn.py) against the fake OpenAI server and the offline model."""
+"""The agent turn (memory/actions/turn.py) against the fake OpenAI server and the offline model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 import pytest
 from django.db import connections
 
-from chat import turn as turn_module
-from chat.turn import (
+from memory.actions import turn as turn_module
+from memory.actions.turn import (
     MAX_TOOL_ROUNDS,
     NothingToRetry,
     TurnBusy,
@@ -20,11 +20,11 @@ from chat.turn import (
     do_retry_turn,
     do_send_message,
 )
-from memory import leases
-from memory.facts import read_facts
 from memory.llm import Usage
 from memory.models import Lease, Session
-from memory.thread import usage_totals
+from memory.stores import leases
+from memory.stores.facts import read_facts
+from memory.stores.messages import usage_totals
 
 
 @pytest.fixture

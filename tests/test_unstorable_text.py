@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from mcp.types import CallToolResult, TextContent
 
-from chat.mcp import _result_text
-from chat.turn import do_send_message
+from memory.actions.mcp import _result_text
+from memory.actions.summarize import do_summarize_topic
+from memory.actions.turn import do_send_message
 from memory.models import Message
-from memory.summarize import do_summarize_topic
 from tests.evaluation_helpers import say, summary_answer
 
 UNSTORABLE = "a\u0000b\ud800c"

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from memory import leases
+from memory.actions.evaluation import evaluate_session, request_exit_evaluation
+from memory.actions.sweep import sweep
 from memory.models import Session, Topic
-from memory.pipeline import evaluate_session, request_exit_evaluation
-from memory.sweep import sweep
+from memory.stores import leases
 from tests.evaluation_helpers import (
     SUBJECT_A,
     converse,

@@ -7,7 +7,7 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from chat.api.scoping import owned_session_or_404
-from memory.context import inspect_context
+from memory.actions.context import inspect_context
 
 
 @extend_schema(

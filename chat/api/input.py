@@ -18,7 +18,7 @@ from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
-from memory.validation import InvalidInput, check_json_depth
+from memory.lib.validation import InvalidInput, check_json_depth
 
 
 class DepthLimitedJSONParser(JSONParser):

@@ -17,16 +17,8 @@ from rest_framework.response import Response
 from chat.api.input import CheckedField
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
 from chat.api.serializers import DetailSerializer
-from memory.curation import CurationRefused, do_user_curation
-from memory.facts import check_fact_key, check_fact_value, read_facts, set_fact, unset_fact
+from memory.actions.curation import CurationRefused, do_user_curation
 from memory.models import MemoryState
-from memory.notes import read_latest_notes
-from memory.persistent import (
-    PersistentMemory,
-    get_persistent_memory,
-    scope_memory_entries,
-    truncate_to_budget,
-)
 from memory.representations import (
     FactsRepresentation,
     NotesRepresentation,
@@ -34,6 +26,14 @@ from memory.representations import (
     facts_representation,
     notes_representation,
     topic_representation,
+)
+from memory.stores.facts import check_fact_key, check_fact_value, read_facts, set_fact, unset_fact
+from memory.stores.notes import read_latest_notes
+from memory.stores.persistent import (
+    PersistentMemory,
+    get_persistent_memory,
+    scope_memory_entries,
+    truncate_to_budget,
 )
 
 _STATES = ", ".join(MemoryState.values)

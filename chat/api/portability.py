@@ -22,8 +22,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory.actions.portability import ImportRefused, export_memory, import_memory
 from memory.models import Agent
-from memory.portability import ImportRefused, export_memory, import_memory
 
 _AGENT = OpenApiParameter("agent", int, required=True, description="One of your agents.")
 _NOT_FOUND = OpenApiResponse(description="Not one of your agents.")

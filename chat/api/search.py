@@ -10,7 +10,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory.search import DEFAULT_LIMIT, MAX_LIMIT, SearchError, search_memory
+from memory.stores.search import DEFAULT_LIMIT, MAX_LIMIT, SearchError, search_memory
 
 
 class SearchHitSerializer(serializers.Serializer):

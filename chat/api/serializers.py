@@ -11,14 +11,14 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from chat.api.input import CheckedTextField, StrictPrimaryKeyRelatedField
-from memory.limits import MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.limits import MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.validation import check_message_content, check_summary, check_title
 from memory.models import Agent, Organization, Session
 from memory.representations import (
     MessageRepresentation,
     SessionRepresentation,
     TopicRepresentation,
 )
-from memory.validation import check_message_content, check_summary, check_title
 
 # One representation per resource, under the names the views and the schema use.
 MessageSerializer = MessageRepresentation
@@ -116,7 +116,7 @@ class StartSessionSerializer(serializers.Serializer):
 
 
 class TopicEditSerializer(serializers.Serializer):
-    """A user's correction: either field, or both (memory/curation.py checks the text).
+    """A user's correction: either field, or both (memory/actions/curation.py checks the text).
     Text only: a number is refused, not read as its digits."""
 
     title = CheckedTextField(

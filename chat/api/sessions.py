@@ -33,7 +33,9 @@ from chat.api.serializers import (
     TurnFailedSerializer,
     TurnSerializer,
 )
-from chat.turn import (
+from memory.actions.curation import CurationRefused, do_user_edit_topic
+from memory.actions.deletion import DeletionRefused, do_delete_topic
+from memory.actions.turn import (
     ServerStopping,
     TurnBusy,
     TurnResult,
@@ -41,10 +43,8 @@ from chat.turn import (
     do_new_topic,
     do_send_message,
 )
-from memory.curation import CurationRefused, do_user_edit_topic
-from memory.deletion import DeletionRefused, do_delete_topic
 from memory.models import Agent, Deletion, Session
-from memory.thread import topic_page, usage_totals
+from memory.stores.messages import topic_page, usage_totals
 
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions.")
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")

@@ -39,7 +39,7 @@
     return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
   }
 
-  // What a tool call did, in one sentence: the same words as memory/tool_words.py.
+  // What a tool call did, in one sentence: the same words as memory/lib/tool_words.py.
   const STATE_WORDS = { promoted: "is in memory", none: "is not in memory", deprecated: "is deprecated (remembered as reversed)" };
   const ACTION_WORDS = { promote: "Promoted “%” to memory", demote: "Took “%” out of memory", deprecate: "Deprecated “%”" };
   const RUNNING_WORDS = { important_info: "Checking the facts…", notes: "Working on the notes…", manage_topic_memory: "Changing what is remembered…" };

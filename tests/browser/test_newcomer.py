@@ -8,8 +8,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from chat.api.serializers import MESSAGE_PAGE_SIZE
-from memory.facts import read_facts
 from memory.models import Message, Session, Topic
+from memory.stores.facts import read_facts
 from tests.browser.test_chat import wait_for_reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]

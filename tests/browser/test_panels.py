@@ -2,8 +2,8 @@
 
 import pytest
 
-from memory.facts import read_facts, set_fact
 from memory.models import Deletion, MemoryDecision, MemoryState, Notes, Session, Topic
+from memory.stores.facts import read_facts, set_fact
 from tests.memory_builders import add_topic
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]

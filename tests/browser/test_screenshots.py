@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from memory.curation import do_user_curation
-from memory.facts import set_fact
+from memory.actions.curation import do_user_curation
 from memory.models import MemoryState, Notes, Session, Topic
+from memory.stores.facts import set_fact
 from tests.memory_builders import add_messages
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from memory.drift import ForkPlan, do_silent_fork
+from memory.actions.fork import ForkPlan, do_silent_fork
+from memory.actions.topics import do_start_user_topic
 from memory.models import Message, Session, Topic
-from memory.topics import do_start_user_topic
 from tests.browser.helpers import in_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]

@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from memory.actions.portability import export_memory
 from memory.management.scope import scope_arguments, scope_from_options
-from memory.portability import export_memory
 
 
 class Command(BaseCommand):

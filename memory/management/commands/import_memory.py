@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.actions.portability import ImportRefused, import_memory
 from memory.management.scope import scope_arguments, scope_from_options
-from memory.portability import ImportRefused, import_memory
 
 
 class Command(BaseCommand):

@@ -16,10 +16,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Count, Q
 
-from memory.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.events import publish_on_commit, session_deleted, topic_deleted
+from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.models import Deletion, MemoryDecision, Message, Session, Topic
-from memory.persistent import invalidate_persistent_memory
+from memory.stores.persistent import invalidate_persistent_memory
 
 
 class DeletionRefused(Exception):

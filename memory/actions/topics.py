@@ -11,9 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from memory.events import publish_on_commit, topic_created
-from memory.models import Notes, Session, Topic
-from memory.summarize import (
+from memory.actions.summarize import (
     PreparedSummary,
     apply_summary,
     confirm_summary,
@@ -22,6 +20,8 @@ from memory.summarize import (
     topic_history,
     with_fresh_summary,
 )
+from memory.events import publish_on_commit, topic_created
+from memory.models import Notes, Session, Topic
 
 
 def do_start_user_topic(*, session: Session) -> Topic:

@@ -22,7 +22,7 @@ here is cheap and offline:
   is not a stop word is a word of its own.
 
 The conversational cues (how a turn announces a new subject, a return, a follow-up)
-live in :mod:`memory.dialogue_cues`.
+live in :mod:`memory.drift.dialogue_cues`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ survives). Every other session of the scope sees them from its next turn on.
 The cache. The scope's full entry list (before the per-session view) is kept in the
 Django cache under ``memory_cache_key(scope_key)``; an unchanged scope is served without
 touching the topic table. Every change that alters the block invalidates the key:
-promotion, demotion, deprecation and un-deprecation (memory/curation.py), a new title or
+promotion, demotion, deprecation and un-deprecation (memory/actions/curation.py), a new title or
 summary of a topic in memory, and a deleted topic (:func:`invalidate_topic_memory`).
 A generation token beside the entries closes the refill race: a reader that fetched
 rows before a writer committed stores them under the old generation, and the next read
@@ -35,8 +35,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F
 
+from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import Session, Topic
-from memory.tokens import estimate_tokens, oldest_to_drop
 
 # A safety net only: every change invalidates explicitly.
 CACHE_SECONDS = 24 * 60 * 60

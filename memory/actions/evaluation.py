@@ -1,10 +1,10 @@
 """The evaluation pipeline: one entry point, its guards, and the triggers that reach it.
 
 :func:`evaluate_session` runs drift detection on the session's active topic, then either
-a silent fork (memory/drift.py) or an in-place refresh of title, summary and
+a silent fork (memory/actions/fork.py) or an in-place refresh of title, summary and
 keep-in-memory. It is guarded three ways:
 
-* a per-session lease in the database (memory/leases.py), across servers and workers:
+* a per-session lease in the database (memory/stores/leases.py), across servers and workers:
   a second evaluation of a busy session is skipped, not queued (it stays due, below);
 * the server's ``hasEvaluated``: a topic already evaluated through its last message is
   skipped until a new message arrives or the active topic changes (a new topic starts
@@ -26,7 +26,7 @@ carrying it; a task whose due time is no longer the latest does nothing.
 Durable. Every trigger first records ``Session.evaluation_due_at``, and an evaluation
 that finishes clears it. A task lost with the broker, a worker killed mid-evaluation, a
 trigger skipped because the session was busy: the request stays due, and the periodic
-sweep (memory/sweep.py) enqueues it again, so such faults only delay an evaluation.
+sweep (memory/actions/sweep.py) enqueues it again, so such faults only delay an evaluation.
 
 Where the work runs. With a worker (the full mode) tasks go to Celery after commit. In
 the embedded mode tasks would run inline (``task_always_eager``), blocking the request
@@ -45,13 +45,8 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
-from memory import leases
-from memory.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
-from memory.drift import do_silent_fork, get_drift_detector, plan_fork
-from memory.drift_detectors import DriftDetector
-from memory.models import Message, Session, Topic
-from memory.outage import broker_breaker
-from memory.summarize import (
+from memory.actions.fork import do_silent_fork, get_drift_detector, plan_fork
+from memory.actions.summarize import (
     PreparedSummary,
     apply_summary,
     confirm_summary,
@@ -60,6 +55,11 @@ from memory.summarize import (
     topic_history,
     with_fresh_summary,
 )
+from memory.drift.detectors import DriftDetector
+from memory.lib.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
+from memory.lib.outage import broker_breaker
+from memory.models import Message, Session, Topic
+from memory.stores import leases
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def enqueue_evaluation(
 ) -> None:
     """Schedule ``evaluate_session_task`` once the current transaction commits. When the
     broker cannot take it, the evaluation stays due in the database and the sweep
-    (memory/sweep.py) enqueues it later."""
+    (memory/actions/sweep.py) enqueues it later."""
     from memory.tasks import evaluate_session_task  # the task module imports this one
 
     def send() -> None:
@@ -199,7 +199,7 @@ def evaluate_session(
 ) -> EvaluationOutcome:
     """Evaluate the session's active topic: a silent fork on drift, else a refresh.
 
-    ``detector`` defaults to the one settings choose (memory.drift.get_drift_detector).
+    ``detector`` defaults to the one settings choose (memory.actions.fork.get_drift_detector).
     A second evaluation of a busy session is skipped (the session's lease is taken); the
     request stays due, so the sweep runs it later.
     """
@@ -274,7 +274,7 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
 
     The session's drift result is left as it is: it sits in the stable prefix, and a
     refresh that found no new subject must not invalidate the provider's cache of
-    everything after it. Only a fork (memory/drift.py) or a new topic changes it."""
+    everything after it. Only a fork (memory/actions/fork.py) or a new topic changes it."""
     topic_id = topic.pk
 
     def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
@@ -294,5 +294,5 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
                 publish_topic_updated(topic, reason="refresh")
         return topic
 
-    # The model call happens before the topic row is locked (memory/summarize.py).
+    # The model call happens before the topic row is locked (memory/actions/summarize.py).
     with_fresh_summary(lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit)

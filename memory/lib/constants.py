@@ -1,6 +1,6 @@
 """The constants of the specification (spec/memory-architecture.txt)."""
 
-from memory.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 
 # Topics with fewer than this many messages are forced to keepInMemory: false
 # regardless of the LLM's include_in_memory response.

@@ -7,8 +7,8 @@ single daemon thread per process renews every lease the process holds every
 machine) nothing renews its leases, so they expire within ``LEASE_SECONDS`` and the next
 caller takes them over, learning that it did (``Held.took_over``).
 
-The turn lock of a session (chat/turn.py) and the evaluation lock of a session
-(memory/pipeline.py) are leases. They used to live in the cache alone, so a Redis
+The turn lock of a session (memory/actions/turn.py) and the evaluation lock of a session
+(memory/actions/evaluation.py) are leases. They used to live in the cache alone, so a Redis
 outage refused every turn and a dead process kept its session busy for minutes.
 """
 

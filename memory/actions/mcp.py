@@ -34,7 +34,7 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Implementation, TextContent
 
-from memory.validation import storable_text
+from memory.lib.validation import storable_text
 
 logger = logging.getLogger(__name__)
 

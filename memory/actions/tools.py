@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 from django.db import transaction
 
-from memory.curation import CurationRefused, do_agent_curation
-from memory.facts import read_facts, set_fact, unset_fact
+from memory.actions.curation import CurationRefused, do_agent_curation
+from memory.lib.validation import InvalidInput, loads_json
 from memory.llm import ToolCall
 from memory.models import Message, Session, Topic
-from memory.notes import append_notes, read_latest_notes, replace_notes
-from memory.thread import store_message
-from memory.validation import InvalidInput, loads_json
+from memory.stores.facts import read_facts, set_fact, unset_fact
+from memory.stores.messages import store_message
+from memory.stores.notes import append_notes, read_latest_notes, replace_notes
 
 logger = logging.getLogger(__name__)
 

@@ -53,13 +53,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory.constants import MIN_MEMORY_TURNS
-from memory.curation import do_summarizer_flag
+from memory.actions.curation import do_summarizer_flag
 from memory.events import publish_on_commit, topic_updated
+from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.tokens import estimate_tokens
 from memory.llm import LLMError, get_chat_model
 from memory.models import Message, Notes, Topic
-from memory.persistent import invalidate_persistent_memory
-from memory.tokens import estimate_tokens
+from memory.stores.persistent import invalidate_persistent_memory
 
 logger = logging.getLogger(__name__)
 

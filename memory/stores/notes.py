@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from memory.limits import MAX_NOTES_CHARS
+from memory.lib.limits import MAX_NOTES_CHARS
+from memory.lib.validation import InvalidInput, check_unicode
 from memory.models import Notes, Topic
-from memory.validation import InvalidInput, check_unicode
 
 
 class NotesError(InvalidInput):

@@ -10,7 +10,7 @@ a daemon thread of the server process in the embedded mode, :func:`start_sweeper
   asked for (its own task was lost with the broker, its worker died, or it was skipped
   because the session was busy). Claiming one moves its due time to now, so concurrent
   sweeps enqueue it once and a failing one is retried once per grace period; the
-  evaluation itself is idempotent (memory/pipeline.py), so a late duplicate is a no-op.
+  evaluation itself is idempotent (memory/actions/evaluation.py), so a late duplicate is a no-op.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from memory import leases
+from memory.actions.evaluation import enqueue_evaluation
+from memory.lib.outage import broker_breaker
 from memory.models import Session
-from memory.outage import broker_breaker
-from memory.pipeline import enqueue_evaluation
-from memory.thread import TURN_LEASE_PREFIX, record_interrupted_turn
+from memory.stores import leases
+from memory.stores.messages import TURN_LEASE_PREFIX, record_interrupted_turn
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ row lock is taken; a topic without messages cannot be promoted or deprecated.
 
 The user may also edit a topic's title and summary: a manual decision like the brain
 toggle (audited, cache invalidated), which a later summary of the same messages does not
-overwrite (memory/summarize.py ``apply_summary``).
+overwrite (memory/actions/summarize.py ``apply_summary``).
 
 Every accepted change writes an audit row, invalidates the persistent-memory cache of
 the scope and tells the session's clients.
@@ -26,7 +26,8 @@ from typing import Literal
 from django.db import transaction
 from django.utils import timezone
 
-from memory.constants import (
+from memory.events import publish_on_commit, topic_updated
+from memory.lib.constants import (
     DEPRECATED_GUARD_ERROR,
     EMPTY_TOPIC_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
@@ -34,9 +35,8 @@ from memory.constants import (
     TOPIC_TITLE_MAX_CHARS,
     USER_POSITION_GUARD_ERROR,
 )
-from memory.events import publish_on_commit, topic_updated
 from memory.models import MemoryDecision, MemoryState, Message, Topic
-from memory.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
+from memory.stores.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
 
 AgentAction = Literal["promote", "demote", "deprecate"]
 
@@ -154,7 +154,7 @@ def do_user_edit_topic(
             return None
         topic.title, topic.summary = new_title, new_summary
         # The user's text is now the summary of everything so far: the next refresh
-        # builds on it and sends only what comes after (memory/summarize.py).
+        # builds on it and sends only what comes after (memory/actions/summarize.py).
         topic.summary_manually_set = True
         topic.summary_is_fallback = False
         topic.summarized_through_seq = topic.last_seq()
@@ -199,7 +199,7 @@ def _prepare_entry(*, topic: Topic, state: MemoryState) -> None:
     topic = Topic.objects.get(pk=topic.pk)  # the caller's copy may be stale
     _check_not_empty(topic)
     if _needs_summary(topic, state) and not topic.edit_stands:  # a summary would not apply
-        from memory.summarize import do_summarize_topic  # summarize imports this module
+        from memory.actions.summarize import do_summarize_topic  # summarize imports this module
 
         do_summarize_topic(topic_id=topic.pk)
 

@@ -1,9 +1,9 @@
 """Every size limit of the input the server accepts, in one place (docs/limits.md).
 
-Plain constants with no imports, so settings, the domain checks (memory/validation.py),
+Plain constants with no imports, so settings, the domain checks (memory/lib/validation.py),
 the REST API, the websocket protocol, the agent's tools and admin all read the same
 numbers. Characters are Unicode code points (Python ``len``); tokens are the estimate of
-memory/tokens.py (about four characters a token).
+memory/lib/tokens.py (about four characters a token).
 """
 
 # A user message (REST and websocket alike).

@@ -11,7 +11,7 @@ client may then retry, which runs the turn again without storing the message twi
 
 A turn is a plain synchronous function: the websocket consumer runs it in a worker
 thread, the REST endpoint calls it directly. One turn per session runs at a time, across
-processes (a lease in the database, memory/leases.py), so two tabs cannot interleave two
+processes (a lease in the database, memory/stores/leases.py), so two tabs cannot interleave two
 replies; a server that dies mid-turn frees the session within about 30 seconds, and its
 turn gets an error record ("the reply was interrupted") the user can retry.
 """
@@ -30,13 +30,12 @@ from typing import Literal
 from django.conf import settings
 from django.db import connection
 
-from chat.deltas import DeltaBatcher
-from chat.errors import log_error, public_failure
-from chat.mcp import McpToolSource, declared_servers
-from chat.protocol import TURN_IN_PROGRESS_MESSAGE
-from memory import leases
-from memory.context import ContextStack, assemble_context, render_window
-from memory.deletion import do_delete_session
+from memory.actions.context import ContextStack, assemble_context, render_window
+from memory.actions.deletion import do_delete_session
+from memory.actions.evaluation import note_message_stored
+from memory.actions.mcp import McpToolSource, declared_servers
+from memory.actions.tools import dispatch_tool_calls
+from memory.actions.topics import do_start_user_topic
 from memory.events import (
     flush_outbox,
     outbox,
@@ -47,24 +46,25 @@ from memory.events import (
     turn_error,
     turn_started,
 )
+from memory.lib.deltas import DeltaBatcher
+from memory.lib.errors import log_error, public_failure
+from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
 from memory.models import Deletion, Message, Session, Topic
-from memory.pipeline import note_message_stored
-from memory.thread import (
+from memory.stores import leases
+from memory.stores.messages import (
     TURN_LEASE_PREFIX,
     record_interrupted_turn,
     store_message,
     turn_lease_name,
 )
-from memory.tools import dispatch_tool_calls
-from memory.topics import do_start_user_topic
-from memory.validation import check_message_content
 
 logger = logging.getLogger(__name__)
 
 # How many times one turn may answer with tool calls before it must reply in words.
 MAX_TOOL_ROUNDS = 5
 INTERNAL_ERROR_TEXT = "the reply failed because of an internal error; try again"
+TURN_IN_PROGRESS_MESSAGE = "a reply is still being generated"
 STOPPING_MESSAGE = "the server is restarting; send your message again in a moment"
 
 
@@ -169,7 +169,7 @@ def interrupt_running_turns() -> int:
 def do_send_message(*, session: Session, content: str) -> TurnResult:
     """Store the user's message and run the turn for it. Raises TurnBusy (nothing is
     stored then) when another turn of the session is running, InvalidInput for content
-    that is not a message (memory/validation.py)."""
+    that is not a message (memory/lib/validation.py)."""
     content = check_message_content(content)
     return _turn(session, lambda: _store(session, role=Message.Role.USER, content=content))
 
@@ -212,7 +212,7 @@ def do_new_topic(*, session: Session) -> Topic:
 
 
 def do_delete_session_between_turns(*, session: Session, deleted_by, via: str) -> Deletion:
-    """Delete a session (memory/deletion.py), never in the middle of one of its turns."""
+    """Delete a session (memory/actions/deletion.py), never in the middle of one of its turns."""
     with _session_lock(session.pk):
         return do_delete_session(session=session, deleted_by=deleted_by, via=via)
 

@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol
 import openai
 from django.conf import settings
 
-from memory.tool_words import describe_tool_result
-from memory.validation import storable_json, storable_text
+from memory.lib.tool_words import describe_tool_result
+from memory.lib.validation import storable_json, storable_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"

@@ -20,9 +20,9 @@ from typing import Any
 from django.db import models, transaction
 from django.utils.dateparse import parse_datetime
 
-from memory.facts import FactError, check_fact_key, check_fact_value, check_facts_limits
 from memory.models import ImportantInfo, Message, Session, Topic
-from memory.persistent import invalidate_persistent_memory
+from memory.stores.facts import FactError, check_fact_key, check_fact_value, check_facts_limits
+from memory.stores.persistent import invalidate_persistent_memory
 
 FORMAT = "driftless.memory"
 VERSION = 1
@@ -339,7 +339,7 @@ def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:
         elif _update_topic(topic, topic_doc):
             counts["topics_updated"] += 1
         if topic.summary_manually_set:
-            # The correction covers the topic's messages as imported (memory/curation.py).
+            # The correction covers the topic's messages as imported (memory/actions/curation.py).
             Topic.objects.filter(pk=topic.pk).update(summarized_through_seq=topic.last_seq())
     if not session.topics.filter(is_active=True).exists():
         # Every session has one active topic; a memory-only session gets an empty one.

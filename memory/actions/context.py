@@ -34,7 +34,7 @@ left), so the request is always valid.
 Assembly runs a constant number of queries whatever the history size: the session with
 its agent, the session's topics, the window (a count and a LIMIT on the ``(topic, -seq)``
 index), the notes, the facts, and persistent memory (served from the cache when the scope is
-unchanged; see memory/persistent.py for how this session's own topics appear).
+unchanged; see memory/stores/persistent.py for how this session's own topics appear).
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db.models import Q
 
-from memory.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
-from memory.facts import render_fact_lines
+from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
+from memory.lib.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
+from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
-from memory.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
-from memory.thread import usage_totals
-from memory.tokens import estimate_tokens, oldest_to_drop
-from memory.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
+from memory.stores.facts import render_fact_lines
+from memory.stores.messages import usage_totals
+from memory.stores.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
 

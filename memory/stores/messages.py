@@ -5,7 +5,7 @@ from django.db.models import Sum
 from memory.events import message_created, publish_on_commit, turn_error
 from memory.models import Message, Session, Topic
 
-# The lease (memory/leases.py) held while a turn of the session runs.
+# The lease (memory/stores/leases.py) held while a turn of the session runs.
 TURN_LEASE_PREFIX = "turn:"
 INTERRUPTED_TEXT = "the reply was interrupted (the server stopped); try again"
 

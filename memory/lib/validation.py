@@ -8,7 +8,7 @@ the socket accept and refuse exactly the same inputs.
 
 What is refused: a value of the wrong type (no silent coercion: ``123`` is not the text
 ``"123"``), text holding NUL (U+0000, which PostgreSQL cannot store) or a lone surrogate
-(not Unicode), text past its limit (memory/limits.py), and JSON nested deeper than
+(not Unicode), text past its limit (memory/lib/limits.py), and JSON nested deeper than
 ``MAX_JSON_DEPTH``, which is refused before it is parsed, so no recursion limit is ever met.
 """
 
@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from memory.limits import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.limits import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # A JSON string (skipped whole) or a bracket: what nesting depth is counted from.

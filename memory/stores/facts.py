@@ -1,7 +1,7 @@
 """Durable facts: the one key-value document per (user, agent, organization).
 
 Facts are injected into the stable prefix of every turn at full fidelity and never
-summarized, so they are kept small and checked on the way in (memory/limits.py): a key is
+summarized, so they are kept small and checked on the way in (memory/lib/limits.py): a key is
 short non-empty text, a value any JSON value of bounded size, and the document holds at
 most ``MAX_FACTS`` facts and ``MAX_FACTS_TOKENS`` tokens as the model reads it. The
 organization is always the agent's, so a fact can never leak into another organization's
@@ -15,10 +15,10 @@ from typing import Any
 
 from django.db import transaction
 
-from memory.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACTS, MAX_FACTS_TOKENS
+from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACTS, MAX_FACTS_TOKENS
+from memory.lib.tokens import estimate_tokens
+from memory.lib.validation import InvalidInput, check_json_value, check_unicode
 from memory.models import ImportantInfo
-from memory.tokens import estimate_tokens
-from memory.validation import InvalidInput, check_json_value, check_unicode
 
 
 class FactError(InvalidInput):

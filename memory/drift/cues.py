@@ -7,7 +7,7 @@
 * **Exchange cues** (:func:`exchange_cues`): in a conversation between a user and an
   assistant only the user opens subjects. A user turn is judged with the reply it got
   against the topic before it, by the user's own words against the user's earlier
-  turns, by how it announces itself (memory/dialogue_cues.py) and by whether it names a
+  turns, by how it announces itself (memory/drift/dialogue_cues.py) and by whether it names a
   subject of its own at all ("А сколько это стоит?" names none: it leans on the topic),
   combined by :data:`EXCHANGE_WEIGHTS`, fitted on bench/data/product-tune.jsonl.
 
@@ -22,14 +22,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from memory.dialogue_cues import (
+from memory.drift.dialogue_cues import (
     announces_return,
     announces_switch,
     leans_on_topic,
     opens_as_follow_up,
     opens_with_reference,
 )
-from memory.textstats import bag, content_terms, cosine, topic_bag, topic_terms, words
+from memory.drift.textstats import bag, content_terms, cosine, topic_bag, topic_terms, words
 
 
 @dataclass(frozen=True)

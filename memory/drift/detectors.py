@@ -4,8 +4,8 @@ The memory pipeline calls a detector every tenth message (and when the user leav
 the whole thread of the active topic. A detector answers with a :class:`DriftVerdict`;
 on drift the turns from ``start`` on are relocated to a new topic (a silent fork), and
 the new topic is judged again, so a detector answers the *first* new subject it sees.
-The cues themselves live in memory/drift_cues.py (text statistics in memory/textstats.py,
-phrases in memory/dialogue_cues.py), in every language people chat in.
+The cues themselves live in memory/drift/cues.py (text statistics in memory/drift/textstats.py,
+phrases in memory/drift/dialogue_cues.py), in every language people chat in.
 
 Two detectors live here, both pure Python (this module imports no Django, so the
 benchmark in ``bench/drift_quality.py`` runs it as it is):
@@ -44,8 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from memory.dialogue_cues import announces_return, announces_switch
-from memory.drift_cues import (
+from memory.drift.cues import (
     EXCHANGE_THRESHOLD,
     EXCHANGE_WEIGHTS,
     LEXICAL_THRESHOLD,
@@ -62,7 +61,8 @@ from memory.drift_cues import (
     subject_cues,
     substantive_turns,
 )
-from memory.textstats import bag, cosine
+from memory.drift.dialogue_cues import announces_return, announces_switch
+from memory.drift.textstats import bag, cosine
 
 __all__ = [
     "DriftDetector",

@@ -1,10 +1,10 @@
 """Drift detection on the active topic, and the silent fork it leads to.
 
-Detectors (the :class:`~memory.drift_detectors.DriftDetector` protocol) see the active
+Detectors (the :class:`~memory.drift.detectors.DriftDetector` protocol) see the active
 topic's conversation as turns: user messages and assistant messages with text. Tool calls
 and their results carry no subject of their own; they follow the turn they belong to.
 
-* ``lexical`` (memory/drift_detectors.py) needs no model: the offline default.
+* ``lexical`` (memory/drift/detectors.py) needs no model: the offline default.
 * ``llm`` and ``auto`` (the default; :class:`LLMDriftDetector`): the model decides. One
   JSON call reads the window with the topic's title and summary so far and says whether
   and where a new subject begins, validated as strictly as a summary: ``drifted`` must be
@@ -12,7 +12,7 @@ and their results carry no subject of their own; they follow the turn they belon
   ``auto`` skips the call when the window holds no user turn. With the offline model
   both run the model-free detector.
 
-An evaluation may fork more than once (memory/pipeline.py): after a fork the new topic is
+An evaluation may fork more than once (memory/actions/evaluation.py): after a fork the new topic is
 judged again, so two subjects opened between two evaluations make two forks, each
 relocating only messages of the scan-back window.
 
@@ -31,11 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory.drift_detectors import DriftDetector, DriftVerdict, Turn, get_detector
-from memory.events import publish_on_commit, topic_created
-from memory.llm import ChatModel, LLMError, get_chat_model
-from memory.models import Message, Notes, Session, Topic
-from memory.summarize import (
+from memory.actions.summarize import (
     PreparedSummary,
     apply_summary,
     confirm_summary,
@@ -45,6 +41,10 @@ from memory.summarize import (
     topic_history,
     with_fresh_summary,
 )
+from memory.drift.detectors import DriftDetector, DriftVerdict, Turn, get_detector
+from memory.events import publish_on_commit, topic_created
+from memory.llm import ChatModel, LLMError, get_chat_model
+from memory.models import Message, Notes, Session, Topic
 
 logger = logging.getLogger(__name__)
 

@@ -3,13 +3,13 @@
 * The cache (django-redis) is configured to miss, not raise, when Redis fails
   (``IGNORE_EXCEPTIONS`` in driftless/settings.py): every read through it, persistent
   memory included, falls back to the database, and a failed write is only a lost speed-up.
-* Locks that must hold are leases in the database (memory/leases.py), not cache keys.
+* Locks that must hold are leases in the database (memory/stores/leases.py), not cache keys.
 * Events (memory/events.py) are best effort: a turn never fails because a client could
   not be told; the channel-layer breaker below stops a dead Redis from costing every
   reply delta a connection attempt and a logged traceback.
 * Evaluation tasks are recorded as due in the database before they are enqueued; the
   broker breaker skips the broker for a few seconds after it failed, and the sweep
-  (memory/sweep.py) enqueues whatever is overdue once it is back.
+  (memory/actions/sweep.py) enqueues whatever is overdue once it is back.
 
 Each breaker opens for ``cooldown`` seconds after a failure and closes by itself, so
 everything recovers when Redis returns, with no restart.
