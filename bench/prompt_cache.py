@@ -327,13 +327,13 @@ def replay(*, block: int, script, provider: Provider, name: str, incremental: bo
     from django.conf import settings
 
     import memory.actions.context
-    import memory.actions.evaluation
+    import memory.actions.scheduling
     from memory.actions.evaluation import run_evaluation
     from memory.actions.turn import do_send_message
     from memory.models import Topic
 
     pending: list[tuple[int, str]] = []
-    memory.actions.evaluation._start_in_background = lambda *, session_id, reason, **_: (
+    memory.actions.scheduling._start_in_background = lambda *, session_id, reason, **_: (
         pending.append((session_id, reason))
     )
     memory.actions.context.ACTIVE_WINDOW_BLOCK = block

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 
-from channels.layers import get_channel_layer
 from django.contrib.auth import (
     BACKEND_SESSION_KEY,
     HASH_SESSION_KEY,
@@ -34,7 +33,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 from django.utils.crypto import constant_time_compare
 
-from driftless.channel_layer import group_send_from_thread
+from memory.events import group_send
 from memory.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -72,10 +71,9 @@ def notify_account_changed(user_ids, *, session_key: str | None = None) -> None:
     message = {"type": ACCOUNT_CHANGED, "session_key": session_key}
 
     def send() -> None:
-        layer = get_channel_layer()
         for user_id in set(user_ids):
             try:
-                group_send_from_thread(layer, user_group(user_id), message)
+                group_send(user_group(user_id), message)
             except Exception:  # the account change itself has happened: never undo it
                 logger.exception("could not notify the sockets of user %s", user_id)
 

@@ -31,19 +31,11 @@ from chat.protocol import (
     SendMessage,
     parse_frame,
 )
-from memory.actions.evaluation import request_exit_evaluation
-from memory.actions.turn import (
-    TURN_IN_PROGRESS_MESSAGE,
-    NothingToRetry,
-    ServerStopping,
-    TurnBusy,
-    do_new_topic,
-    do_retry_turn,
-    do_send_message,
-)
+from memory.actions.scheduling import request_exit_evaluation
+from memory.actions.topics import do_new_topic
+from memory.actions.turn import do_retry_turn, do_send_message
 from memory.events import error_event, session_group
-from memory.lib.errors import log_error, public_failure
-from memory.lib.validation import InvalidInput
+from memory.lib.errors import Refused, log_error, public_failure
 from memory.models import Session
 
 logger = logging.getLogger(__name__)
@@ -67,9 +59,9 @@ EVENTS_UNAVAILABLE_MESSAGE = (
 GROUP_JOIN_ATTEMPTS = 3
 
 
-class AccessEnded(Exception):
-    """The caller may no longer reach the session: logged out, deactivated, password
-    changed, or no longer a member of its organization."""
+class CloseSocket(Exception):
+    """The caller may no longer reach the session (logged out, deactivated, password
+    changed, or no longer a member of its organization): close with ``code``."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
@@ -77,17 +69,17 @@ class AccessEnded(Exception):
 
 
 def _reachable_session(session_key: str | None, session_id: int) -> Session:
-    """The session, read afresh for the user the login session names now; AccessEnded
+    """The session, read afresh for the user the login session names now; CloseSocket
     with the close code otherwise."""
     store = import_string(f"{settings.SESSION_ENGINE}.SessionStore")(session_key)
     user = live_user(store) if session_key else None
     if user is None:
-        raise AccessEnded(CLOSE_UNAUTHENTICATED)
+        raise CloseSocket(CLOSE_UNAUTHENTICATED)
     session = (
         Session.objects.owned_by(user).select_related("agent", "user").filter(pk=session_id).first()
     )
     if session is None:
-        raise AccessEnded(CLOSE_FORBIDDEN)
+        raise CloseSocket(CLOSE_FORBIDDEN)
     return session
 
 
@@ -161,7 +153,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session_key = self.scope["session"].session_key
         try:
             await database_sync_to_async(_check_access)(self.session_key, session_id)
-        except AccessEnded as ended:
+        except CloseSocket as ended:
             await self.close(code=ended.code)  # not found and not yours look the same
             return
         self.session_id = session_id
@@ -199,7 +191,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         try:
             frame = parse_frame(text_data, binary=bytes_data is not None)
-        except InvalidInput as refused:
+        except Refused as refused:
             await self._send_error(refused.code, refused.message)
             return
         task = asyncio.create_task(self._perform(frame))
@@ -210,15 +202,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
         try:
             await work(self.session_key, self.session_id, frame)
-        except AccessEnded as ended:
+        except CloseSocket as ended:
             await self.close(code=ended.code)
-        except TurnBusy:
-            await self._send_error("turn_in_progress", TURN_IN_PROGRESS_MESSAGE)
-        except ServerStopping as err:
-            await self._send_error("server_restarting", str(err))
-        except NothingToRetry as err:
-            await self._send_error("nothing_to_retry", str(err))
-        except InvalidInput as refused:  # the domain's checks answer like the frame's
+        except Refused as refused:  # mapped once: the same code REST answers
             await self._send_error(refused.code, refused.message)
         except Exception as err:
             error_id = log_error(
@@ -238,7 +224,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         try:
             await database_sync_to_async(_check_access)(self.session_key, self.session_id)
-        except AccessEnded as ended:
+        except CloseSocket as ended:
             await self.close(code=ended.code)
 
     async def session_events(self, message: dict) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from memory.lib.errors import InvalidInput
 from memory.lib.limits import MAX_FRAME_CHARS, MAX_MESSAGE_CHARS
-from memory.lib.validation import InvalidInput, check_message_content, loads_json
+from memory.lib.validation import check_message_content, loads_json
 
 __all__ = ["MAX_FRAME_CHARS", "MAX_MESSAGE_CHARS", "check_message_content"]
 

@@ -8,7 +8,7 @@ are never cached (a Back button must not bring back an old copy).
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.middleware.csrf import get_token
@@ -17,18 +17,15 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
-from chat.api.serializers import MESSAGE_PAGE_SIZE
-from memory.actions.turn import TurnBusy, do_delete_session_between_turns
-from memory.models import Agent, Deletion, Message, Session, Topic
-from memory.representations import (
-    message_representation,
-    session_representation,
-    topic_representation,
-)
+from chat.api.search import hit_url
+from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
+from memory.actions.deletion import do_delete_session
+from memory.events import message_payloads, topic_payload
+from memory.lib.errors import Refused
+from memory.lib.text import UNTITLED_SESSION
+from memory.models import IN_MEMORY, Agent, Deletion, Message, Session, Topic
 from memory.stores.messages import topic_page
 from memory.stores.search import SearchError, marked_segments, search_memory
-
-UNTITLED_SESSION = "New conversation"
 
 
 def sessions_for_list(user):
@@ -91,18 +88,16 @@ def chat(request, session_id: int):
     active = next(topic for topic in topics if topic.is_active)
     initial = {
         # The same representations the REST API and the socket events use.
-        "session": session_representation(session),
+        "session": SessionSerializer(session).data,
         "sessions": [
             {
-                **session_representation(other),
+                **SessionSerializer(other).data,
                 "shown_title": other.title or other.active_topic_title or "",
             }
             for other in sessions_for_list(request.user)
         ],
-        "topics": [topic_representation(topic) for topic in topics],
-        "messages": [
-            message_representation(m) for m in topic_page(active, limit=MESSAGE_PAGE_SIZE)
-        ],
+        "topics": [topic_payload(topic) for topic in topics],
+        "messages": message_payloads(topic_page(active, limit=MESSAGE_PAGE_SIZE)),
         "page_size": MESSAGE_PAGE_SIZE,
         "csrf_token": get_token(request),
     }
@@ -115,17 +110,15 @@ def delete_session(request, session_id: int):
     session = owned_session_or_404(request.user, session_id)
     if request.method == "POST":
         try:
-            do_delete_session_between_turns(
-                session=session, deleted_by=request.user, via=Deletion.Via.USER
-            )
-        except TurnBusy as busy:
-            messages.error(request, f"Not deleted: {busy}")
+            do_delete_session(session=session, deleted_by=request.user, via=Deletion.Via.USER)
+        except Refused as refused:  # a turn of the session is running, or a restart
+            messages.error(request, f"Not deleted: {refused.message}")
             return redirect("delete-session", session_id=session.pk)
         messages.success(request, f"“{session}” was deleted permanently.")
         return redirect("home")
     counts = session.topics.aggregate(
         topics=Count("pk"),
-        in_memory=Count("pk", filter=Q(keep_in_memory=True) | Q(deprecated=True)),
+        in_memory=Count("pk", filter=IN_MEMORY),
     )
     return render(
         request,
@@ -143,6 +136,9 @@ def search(request):
         try:
             hits = search_memory(user=request.user, query=query)
         except SearchError as err:
-            error = str(err).removeprefix("q: ")
-    results = [{"hit": hit, "segments": marked_segments(hit.snippet, query=query)} for hit in hits]
+            error = err.message
+    results = [
+        {"hit": hit, "url": hit_url(hit), "segments": marked_segments(hit.snippet, query=query)}
+        for hit in hits
+    ]
     return render(request, "chat/search.html", {"query": query, "results": results, "error": error})

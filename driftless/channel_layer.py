@@ -16,9 +16,10 @@ is waiting does a read fall back to channels-redis's own blocking pop.
 A turn runs in a worker thread and publishes its events from there. Through
 ``async_to_sync`` each publish waited for the event loop, which ran channels-redis's four
 round trips for it between everything else it does: with two server processes the turn
-threads spent 72 % of their time waiting so (py-spy). :func:`group_send_from_thread`
+threads spent 72 % of their time waiting so (py-spy). :meth:`RedisChannelLayer.group_send_blocking`
 sends from the calling thread instead, with a synchronous Redis client, in two round trips
-that store exactly what channels-redis's ``group_send`` stores.
+that store exactly what channels-redis's ``group_send`` stores; memory/events.py uses it
+whenever the configured layer has it (settings name the layer, nothing imports it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import threading
 import time
 
 import redis
-from asgiref.sync import async_to_sync
 from channels_redis import core
 
 logger = logging.getLogger(__name__)
@@ -76,16 +76,6 @@ for i=1,#KEYS do
 end
 return over_capacity
 """
-
-
-def group_send_from_thread(layer, group: str, message: dict) -> None:
-    """Send ``message`` to ``group`` from a worker thread (never from the event loop):
-    directly to Redis with the Redis layer; through the event loop with the in-process
-    layer of the embedded mode, whose queues live there."""
-    if isinstance(layer, RedisChannelLayer):
-        layer.group_send_blocking(group, message)
-    else:
-        async_to_sync(layer.group_send)(group, message)
 
 
 class RedisChannelLayer(core.RedisChannelLayer):

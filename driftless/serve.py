@@ -7,7 +7,7 @@ those still running as interrupted (an error record the user can retry, and the
 session's turn lease freed), and exits. Plain daphne stopped listening on SIGTERM but
 never exited while a turn was in flight.
 
-It also starts the embedded mode's periodic sweep (memory/actions/sweep.py), which does
+It also starts the embedded mode's periodic sweep (memory/actions/scheduling.py), which does
 nothing where Celery beat sweeps.
 """
 
@@ -40,7 +40,7 @@ class GracefulServer(Server):
         self._stopping = False
 
     def run(self) -> None:
-        from memory.actions.sweep import start_sweeper
+        from memory.actions.scheduling import start_sweeper
 
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
@@ -48,7 +48,7 @@ class GracefulServer(Server):
         super().run()
 
     def _on_signal(self, signum, frame) -> None:
-        from memory.actions.turn import stop_accepting_turns
+        from memory.stores.leases import stop_accepting_turns
 
         if self._stopping:
             return
@@ -79,9 +79,11 @@ class GracefulServer(Server):
     def _drain_and_exit(self) -> None:
         from django.db import connections
 
-        from memory.actions.turn import interrupt_running_turns
-        from memory.stores.leases import held_by_this_process
-        from memory.stores.messages import TURN_LEASE_PREFIX
+        from memory.stores.leases import (
+            TURN_LEASE_PREFIX,
+            held_by_this_process,
+            interrupt_running_turns,
+        )
 
         code = 0
         try:

@@ -209,8 +209,8 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # An unacknowledged task of a worker that vanished is delivered again after this long.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 15 * 60}
-# The sweep (memory/actions/sweep.py): Celery beat runs it with a worker; a thread of the server
-# process does in the embedded mode. A request is "overdue" after the grace period.
+# The sweep (memory/actions/scheduling.py): Celery beat runs it with a worker; a thread of
+# the server process does in the embedded mode. A request is "overdue" after the grace period.
 EVALUATION_SWEEP_SECONDS = env_float("EVALUATION_SWEEP_SECONDS", 15.0, minimum=1.0)
 EVALUATION_SWEEP_GRACE_SECONDS = env_float("EVALUATION_SWEEP_GRACE_SECONDS", 30.0, minimum=0.0)
 CELERY_BEAT_SCHEDULE = {
@@ -276,9 +276,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # JSON only, parsed with a depth limit; the domain's InvalidInput answers 400.
+    # JSON only, parsed with a depth limit; every error one shape, with the domain's code.
     "DEFAULT_PARSER_CLASSES": ["chat.api.input.DepthLimitedJSONParser"],
-    "EXCEPTION_HANDLER": "chat.api.input.exception_handler",
+    "EXCEPTION_HANDLER": "chat.api.errors.exception_handler",
     # Per caller, in the shared cache: a turn costs a model call, so the default is modest.
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",

@@ -7,7 +7,7 @@ then ``Unrecoverable error: AttributeError("'NoneType' object has no attribute
 command is started again after an unexpected exit, with a growing pause (1 s doubling to
 30 s; back to 1 s once it has run for a minute). SIGTERM and SIGINT are passed on to the
 command, and the supervisor exits with it. Nothing is lost meanwhile: evaluations are
-due in the database and the sweep enqueues them again (memory/actions/sweep.py).
+due in the database and the sweep enqueues them again (memory/actions/scheduling.py).
 """
 
 from __future__ import annotations

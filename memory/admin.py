@@ -20,10 +20,11 @@ from django.db.models import Count
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from memory.actions.curation import CurationRefused, do_user_edit_topic
+from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
-from memory.lib.validation import InvalidInput, check_summary, check_title
+from memory.lib.errors import InvalidInput
+from memory.lib.validation import check_summary, check_title, check_topic_title
 from memory.models import (
     Agent,
     Deletion,
@@ -249,7 +250,7 @@ class TopicAdmin(admin.ModelAdmin):
         "session__user",
     ]
     search_fields = ["title", "summary", "messages__content"]
-    form = checked_form(Topic, title=check_title, summary=check_summary)
+    form = checked_form(Topic, title=check_topic_title, summary=check_summary)
     readonly_fields = [
         "session",
         "keep_in_memory",
@@ -302,10 +303,8 @@ class TopicAdmin(admin.ModelAdmin):
         if not (change and {"title", "summary"} & set(form.changed_data)):
             super().save_model(request, obj, form, change)
             return
-        try:  # a correction: audited, the memory cache invalidated, kept by later summaries
-            do_user_edit_topic(topic=obj, user=request.user, title=obj.title, summary=obj.summary)
-        except CurationRefused as refused:
-            self.message_user(request, f"Not saved: {refused}", messages.ERROR)
+        # A correction: audited, the memory cache invalidated, kept by later summaries.
+        do_user_edit_topic(topic=obj, user=request.user, title=obj.title, summary=obj.summary)
 
     def delete_model(self, request, obj):
         do_delete_topic(topic=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)

@@ -1,65 +1,176 @@
 """Every event the server sends to a session's websocket clients, defined once.
 
-Producers (the agent turn, the evaluation pipeline, curation) build events with these
-types and publish them with :func:`publish_on_commit`; the websocket consumer forwards
-them unchanged as JSON frames. ``docs/websocket.md`` shows one example of each, and
-``docs/websocket-events.schema.json`` gives each one's exact shape. Messages and topics
-inside events are the same representation the REST API answers with
-(memory/representations.py).
+The types below are the single definition of each event and of the two resources events
+carry, a message and a topic: producers build them with the constructors here, the
+websocket consumer forwards them unchanged as JSON frames, and the REST API answers the
+same ``MessagePayload`` and ``TopicPayload`` objects (chat/api/schema.py makes their
+OpenAPI components from these types). ``docs/websocket-events.schema.json`` is generated
+from them (:func:`events_json_schema`; ``make schema`` writes it, a test fails when it is
+stale), and ``docs/websocket.md`` shows one example of each.
+
+Events about stored state are published after the database commit
+(:func:`publish_on_commit`); the channel layer is whatever settings name
+(``CHANNEL_LAYERS``): one that can send from a worker thread (``group_send_blocking``)
+does so, any other is reached through its event loop.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypedDict
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from pydantic import Field, TypeAdapter, WithJsonSchema
+from typing_extensions import TypedDict  # pydantic reads its types on Python 3.11
 
-from driftless.channel_layer import group_send_from_thread
 from memory.lib.outage import channel_breaker
-from memory.representations import message_representation, topic_representation
+from memory.lib.text import shown_topic_title
+from memory.lib.tool_words import describe_tool_result
+from memory.models import Message, Topic
 
 logger = logging.getLogger(__name__)
 
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+MemoryStateName = Literal["none", "promoted", "deprecated"]
+MessageRole = Literal["user", "assistant", "tool", "error"]
+TopicOrigin = Literal["first", "user", "drift"]
+
+
+# --- the resources events carry (and the REST API answers) --------------------------------
+
 
 class TopicPayload(TypedDict):
-    """memory.representations.TopicRepresentation."""
+    """A topic: its text, its memory state (the brain icon) and who set it."""
 
     id: int
     session_id: int
     title: str
+    shown_title: str  # the title, or the one rule's word for a topic without one
     summary: str
-    memory_state: Literal["none", "promoted", "deprecated"]
+    memory_state: MemoryStateName
     keep_in_memory_manually_set: bool
     deprecated_manually_set: bool
     summary_manually_set: bool
     is_active: bool
-    origin: str
-    created_at: str
-    closed_at: str | None
+    origin: TopicOrigin
+    created_at: Timestamp
+    closed_at: Timestamp | None
 
 
 class MessagePayload(TypedDict):
-    """memory.representations.MessageRepresentation."""
+    """A stored message: the user's, the assistant's (with its tool calls), a tool's result,
+    or an error record (never sent to the model)."""
 
     id: int
     seq: int
     session_id: int
     topic_id: int
-    role: str
+    role: MessageRole
     content: str
     tool_calls: list[dict[str, Any]]
     tool_call_id: str
     tool_name: str
+    tool_sentence: str  # a tool result, said in one sentence for people; "" otherwise
     model_name: str
     prompt_tokens: int | None
     cached_tokens: int | None
     completion_tokens: int | None
-    created_at: str
+    created_at: Timestamp
+
+
+def timestamp(value: datetime | None) -> str | None:
+    """A date and time as every interface writes it: ISO 8601 in UTC, ``Z`` for +00:00."""
+    if value is None:
+        return None
+    text = value.astimezone(UTC).isoformat()
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+
+
+def topic_payload(topic: Topic) -> TopicPayload:
+    return {
+        "id": topic.pk,
+        "session_id": topic.session_id,
+        "title": topic.title,
+        "shown_title": shown_topic_title(topic.title),
+        "summary": topic.summary,
+        "memory_state": topic.memory_state.value,
+        "keep_in_memory_manually_set": topic.keep_in_memory_manually_set,
+        "deprecated_manually_set": topic.deprecated_manually_set,
+        "summary_manually_set": topic.summary_manually_set,
+        "is_active": topic.is_active,
+        "origin": topic.origin,
+        "created_at": timestamp(topic.created_at),
+        "closed_at": timestamp(topic.closed_at),
+    }
+
+
+def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -> MessagePayload:
+    """``calls`` (tool-call id -> the call) spares a tool result the lookup of its call."""
+    sentence = ""
+    if message.role == Message.Role.TOOL:
+        call = (calls or {}).get(message.tool_call_id) or _call_of(message)
+        sentence = describe_tool_result(
+            message.tool_name, (call or {}).get("arguments") or "{}", message.content
+        )
+    return {
+        "id": message.pk,
+        "seq": message.seq,
+        "session_id": message.session_id,
+        "topic_id": message.topic_id,
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": list(message.tool_calls or []),
+        "tool_call_id": message.tool_call_id,
+        "tool_name": message.tool_name,
+        "tool_sentence": sentence,
+        "model_name": message.model_name,
+        "prompt_tokens": message.prompt_tokens,
+        "cached_tokens": message.cached_tokens,
+        "completion_tokens": message.completion_tokens,
+        "created_at": timestamp(message.created_at),
+    }
+
+
+def message_payloads(messages: Iterable[Message]) -> list[MessagePayload]:
+    """A page of messages: tool results find their calls on the page first."""
+    messages = list(messages)
+    calls = {call_id: call for message in messages for call_id, call in _calls(message).items()}
+    return [message_payload(message, calls=calls) for message in messages]
+
+
+def _calls(message: Message) -> dict[str, dict]:
+    """The ``function`` parts of an assistant message's tool calls, by call id."""
+    found = {}
+    for call in message.tool_calls or ():
+        if isinstance(call, dict) and isinstance(call.get("function"), dict) and call.get("id"):
+            found[call["id"]] = call["function"]
+    return found
+
+
+def _call_of(result: Message) -> dict | None:
+    """The call a tool result answers: on the latest tool-calling message before it."""
+    callers = (
+        Message.objects.filter(
+            session_id=result.session_id, role=Message.Role.ASSISTANT, seq__lt=result.seq
+        )
+        .exclude(tool_calls=[])
+        .order_by("-seq")
+        .values_list("tool_calls", flat=True)
+    )
+    for tool_calls in callers[:5]:
+        call = _calls(Message(tool_calls=tool_calls)).get(result.tool_call_id)
+        if call is not None:
+            return call
+    return None
+
+
+# --- the events -----------------------------------------------------------------------------
 
 
 class MessageCreated(TypedDict):
@@ -77,6 +188,14 @@ class TurnStarted(TypedDict):
     user_message_id: int
 
 
+class ReplyDelta(TypedDict):
+    """A piece of the reply being streamed; ``turn_id`` ties deltas to their turn."""
+
+    type: Literal["reply.delta"]
+    turn_id: str
+    delta: str
+
+
 class TurnDone(TypedDict):
     """The turn ended: ``ok`` with its final reply stored, or not after a ``turn.error``."""
 
@@ -84,14 +203,6 @@ class TurnDone(TypedDict):
     turn_id: str
     reply_message_id: int | None
     ok: bool
-
-
-class ReplyDelta(TypedDict):
-    """A piece of the reply being streamed; ``turn_id`` ties deltas to their turn."""
-
-    type: Literal["reply.delta"]
-    turn_id: str
-    delta: str
 
 
 class TurnError(TypedDict):
@@ -135,7 +246,8 @@ class SessionDeleted(TypedDict):
 
 
 class ErrorEvent(TypedDict):
-    """A frame from the client was refused; the connection stays open."""
+    """A frame from the client was refused (``code`` as the REST API's); the connection
+    stays open."""
 
     type: Literal["error"]
     code: str
@@ -156,30 +268,7 @@ Event = (
 )
 
 
-def session_group(session_id: int) -> str:
-    """The channel-layer group of a session's websocket clients."""
-    return f"session-{session_id}"
-
-
-def topic_payload(topic) -> TopicPayload:
-    """A topic as events (and the REST API) show it."""
-    return topic_representation(topic)  # type: ignore[return-value]
-
-
-def topic_deleted(topic_id: int) -> TopicDeleted:
-    return {"type": "topic.deleted", "topic_id": topic_id}
-
-
-def session_deleted(session_id: int) -> SessionDeleted:
-    return {"type": "session.deleted", "session_id": session_id}
-
-
-def message_payload(message) -> MessagePayload:
-    """A message as events (and the REST API) show it."""
-    return message_representation(message)  # type: ignore[return-value]
-
-
-def message_created(message) -> MessageCreated:
+def message_created(message: Message) -> MessageCreated:
     return {"type": "message.created", "message": message_payload(message)}
 
 
@@ -200,7 +289,7 @@ def turn_error(turn_id: str, error: str) -> TurnError:
     return {"type": "turn.error", "turn_id": turn_id, "error": error, "retryable": True}
 
 
-def topic_created(*, topic, previous, relocated_message_ids: list[int]) -> TopicCreated:
+def topic_created(*, topic: Topic, previous: Topic | None, relocated_message_ids) -> TopicCreated:
     return {
         "type": "topic.created",
         "topic": topic_payload(topic),
@@ -209,13 +298,68 @@ def topic_created(*, topic, previous, relocated_message_ids: list[int]) -> Topic
     }
 
 
-def topic_updated(topic, *, reason: Literal["summary", "refresh", "curation"]) -> TopicUpdated:
+def topic_updated(
+    topic: Topic, *, reason: Literal["summary", "refresh", "curation"]
+) -> TopicUpdated:
     return {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
+
+
+def topic_deleted(topic_id: int) -> TopicDeleted:
+    return {"type": "topic.deleted", "topic_id": topic_id}
+
+
+def session_deleted(session_id: int) -> SessionDeleted:
+    return {"type": "session.deleted", "session_id": session_id}
 
 
 def error_event(code: str, message: str) -> ErrorEvent:
     """A refused frame, for the socket that sent it (never published to the group)."""
     return {"type": "error", "code": code, "message": message}
+
+
+def events_json_schema() -> dict[str, Any]:
+    """The JSON Schema of every event, generated from the types above: what
+    ``docs/websocket-events.schema.json`` holds. One of the events, told apart by ``type``
+    (``discriminator.mapping``); objects are closed (no other keys)."""
+    events = TypeAdapter(Annotated[Event, Field(discriminator="type")])
+    schema = events.json_schema(ref_template="#/$defs/{model}")
+    definitions = schema.pop("$defs")
+    for definition in definitions.values():
+        definition["additionalProperties"] = False
+        for field in definition["properties"].values():
+            field.pop("title", None)  # pydantic's, made from the key: noise
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://driftless.invalid/websocket-events.schema.json",
+        "title": "Driftless websocket server events",
+        "description": (
+            "Generated from memory/events.py (make schema): the exact shape of every event "
+            "the server sends on a session's websocket; docs/websocket.md explains them."
+        ),
+        **schema,
+        "$defs": dict(sorted(definitions.items())),
+    }
+
+
+# --- publishing -------------------------------------------------------------------------------
+
+
+def session_group(session_id: int) -> str:
+    """The channel-layer group of a session's websocket clients."""
+    return f"session-{session_id}"
+
+
+def group_send(group: str, message: dict) -> None:
+    """Send a channel-layer message to ``group`` from a worker thread (never from the event
+    loop): directly when the configured layer can (``group_send_blocking``), else through
+    the layer's event loop (the in-process layer of the embedded mode keeps its queues
+    there). Raises what the layer raises."""
+    layer = get_channel_layer()
+    send_blocking = getattr(layer, "group_send_blocking", None)
+    if send_blocking is not None:
+        send_blocking(group, message)
+    else:
+        async_to_sync(layer.group_send)(group, message)
 
 
 def publish(session_id: int, event: Event) -> None:
@@ -274,11 +418,7 @@ def _send(session_id: int, events: list[Event]) -> None:
         return
     try:
         with channel_breaker.watch():
-            group_send_from_thread(
-                get_channel_layer(),
-                session_group(session_id),
-                {"type": "session.events", "events": events},
-            )
+            group_send(session_group(session_id), {"type": "session.events", "events": events})
     except Exception:
         logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
 

@@ -16,6 +16,8 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.lib.validation import check_title
+
 DEFAULT_MEMORY_TOKEN_BUDGET = 1500
 
 
@@ -103,8 +105,6 @@ class SessionQuerySet(models.QuerySet):
 
     def start(self, *, user, agent: Agent, title: str = "") -> Session:
         """A new session with its first, active topic."""
-        from memory.lib.validation import check_title
-
         title = check_title(title)
         with transaction.atomic():
             session = self.create(
@@ -147,7 +147,7 @@ class Session(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text="An evaluation was asked for and has not run yet (memory/actions/sweep.py).",
+        help_text="An evaluation was asked for and has not run yet (memory/sweep.py).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -234,6 +234,12 @@ def _count_message(session_id: int, *, conversation: bool) -> tuple[int, int]:
     return row[0], row[1]
 
 
+# A topic is "in memory" (in the persistent-memory block) when promoted or deprecated: the
+# one spelling of that rule, for queries (``TopicQuerySet.in_memory``, counts) and rows
+# (``Topic.in_memory``).
+IN_MEMORY = Q(keep_in_memory=True) | Q(deprecated=True)
+
+
 class MemoryState(models.TextChoices):
     """The tri-state of the brain icon."""
 
@@ -252,7 +258,7 @@ class TopicQuerySet(models.QuerySet):
 
     def in_memory(self) -> TopicQuerySet:
         """Topics that show in persistent memory: promoted or deprecated."""
-        return self.filter(Q(keep_in_memory=True) | Q(deprecated=True))
+        return self.filter(IN_MEMORY)
 
     def owned_by(self, user) -> TopicQuerySet:
         """Topics of the sessions ``Session.objects.owned_by(user)`` finds."""
@@ -330,7 +336,7 @@ class Topic(models.Model):
         indexes = [
             models.Index(
                 fields=["session", "memory_changed_at"],
-                condition=Q(keep_in_memory=True) | Q(deprecated=True),
+                condition=IN_MEMORY,
                 name="topic_in_memory_idx",
             )
         ]
@@ -345,6 +351,11 @@ class Topic(models.Model):
         if self.keep_in_memory:
             return MemoryState.PROMOTED
         return MemoryState.NONE
+
+    @property
+    def in_memory(self) -> bool:
+        """The row-level twin of ``IN_MEMORY``: shown in persistent memory."""
+        return self.keep_in_memory or self.deprecated
 
     @property
     def user_took_position(self) -> bool:

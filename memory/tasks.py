@@ -3,10 +3,10 @@
 from celery import shared_task
 
 from memory.actions.evaluation import run_evaluation
-from memory.actions.sweep import sweep
+from memory.actions.scheduling import EVALUATE_TASK, SWEEP_TASK, sweep
 
 
-@shared_task(name="memory.evaluate_session", ignore_result=True)
+@shared_task(name=EVALUATE_TASK, ignore_result=True)
 def evaluate_session_task(session_id: int, reason: str, debounce_token: str | None = None) -> str:
     """Evaluate a session's active topic (drift, then fork or refresh); returns the action.
 
@@ -17,7 +17,7 @@ def evaluate_session_task(session_id: int, reason: str, debounce_token: str | No
     return outcome.action
 
 
-@shared_task(name="memory.sweep", ignore_result=True)
+@shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep_task() -> dict:
     """The periodic sweep (Celery beat): interrupted turns and overdue evaluations."""
     report = sweep()

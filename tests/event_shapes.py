@@ -1,5 +1,6 @@
-"""The documented shape of every websocket event (docs/websocket-events.schema.json), and
-a checker the suite wraps around the publisher (tests/conftest.py)."""
+"""The documented shape of every websocket event (docs/websocket-events.schema.json,
+generated from memory/events.py), and a checker the suite wraps around the publisher
+(tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "websocket-events.schema.json"
-# Definitions of the schema that are parts of events, not events.
-PARTS = {"message", "topic"}
 
 
 @cache
@@ -20,13 +19,13 @@ def schema() -> dict:
 
 
 def event_types() -> set[str]:
-    return set(schema()["$defs"]) - PARTS
+    return set(schema()["discriminator"]["mapping"])
 
 
 @cache
 def _validator(event_type: str) -> Draft202012Validator:
     return Draft202012Validator(
-        {"$ref": f"#/$defs/{event_type}", "$defs": schema()["$defs"]},
+        {"$ref": schema()["discriminator"]["mapping"][event_type], "$defs": schema()["$defs"]},
         format_checker=Draft202012Validator.FORMAT_CHECKER,
     )
 

@@ -7,9 +7,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chat.protocol import MAX_MESSAGE_CHARS
-from memory.actions.turn import _session_lock
 from memory.llm import Usage
 from memory.models import Agent, Message, Organization, Session, Topic
+from memory.stores.leases import session_lock
 from memory.stores.messages import store_message
 
 
@@ -92,7 +92,7 @@ def test_a_session_cannot_be_started_with_an_agent_of_another_organization(
     refused = client_for(alice).post(
         "/agents-api/sessions/", {"agent": other_agent.pk}, format="json"
     )
-    assert refused.status_code == 400 and "agent" in refused.json()
+    assert refused.status_code == 400 and refused.json()["field"] == "agent"
     refused = client_for(charlie).post("/agents-api/sessions/", {"agent": agent.pk}, format="json")
     assert refused.status_code == 400
     assert client_for(alice).post("/agents-api/sessions/", {}, format="json").status_code == 400
@@ -183,7 +183,7 @@ def test_an_empty_or_oversized_message_is_refused(alice, session, content, expec
         f"/agents-api/sessions/{session.pk}/messages", {"content": content}, format="json"
     )
     assert response.status_code == 400
-    assert expected in response.json()["content"][0]
+    assert expected in response.json()["errors"]["content"][0]
     assert not session.messages.exists()
 
 
@@ -197,7 +197,7 @@ def test_a_message_at_the_limit_is_accepted(alice, session):
 
 
 def test_a_message_during_a_running_turn_answers_409(alice, session, fake_openai):
-    with _session_lock(session.pk):
+    with session_lock(session.pk):
         response = client_for(alice).post(
             f"/agents-api/sessions/{session.pk}/messages", {"content": "Hi"}, format="json"
         )
@@ -242,7 +242,7 @@ def test_posting_a_topic_closes_the_active_one_and_starts_another(alice, session
 
 
 def test_a_new_topic_during_a_running_turn_answers_409(alice, session):
-    with _session_lock(session.pk):
+    with session_lock(session.pk):
         response = client_for(alice).post(f"/agents-api/sessions/{session.pk}/topics/")
     assert response.status_code == 409
     assert session.topics.count() == 1
@@ -308,7 +308,7 @@ def test_a_bad_cursor_is_a_400_that_names_the_parameter(alice, session, query):
     topic = session.active_topic()
     response = client_for(alice).get(f"/agents-api/topics/{topic.pk}/messages", query)
     assert response.status_code == 400
-    assert set(response.json()) == set(query)
+    assert set(response.json()["errors"]) == set(query)
 
 
 def test_the_cursor_is_documented_in_the_openapi_schema(alice):

@@ -7,7 +7,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from memory.actions import evaluation as pipeline
-from memory.actions.evaluation import request_exit_evaluation
+from memory.actions.scheduling import request_exit_evaluation
 from memory.models import Topic
 from memory.tasks import evaluate_session_task
 from tests.evaluation_helpers import SUBJECT_A, celery_eager, converse

@@ -16,7 +16,8 @@ from channels.layers import get_channel_layer
 from channels_redis import core
 from django.conf import settings
 
-from driftless.channel_layer import _TAKE_WAITING, group_send_from_thread
+from driftless.channel_layer import _TAKE_WAITING
+from memory.events import group_send
 
 pytestmark = pytest.mark.redis
 
@@ -33,7 +34,7 @@ async def test_a_burst_of_events_for_one_server_process_arrives_whole():
 
         def send_all() -> None:  # as a turn publishes: from its worker thread
             for number in range(BURST):
-                group_send_from_thread(layer, group, {"type": "session.event", "number": number})
+                group_send(group, {"type": "session.event", "number": number})
 
         await asyncio.to_thread(send_all)
         received = [
@@ -60,7 +61,7 @@ async def receive_all(layer, channel: str, count: int) -> list[int]:
 
 
 async def test_events_sent_from_a_thread_reach_a_socket_of_channels_redis_itself():
-    sender = get_channel_layer()
+    assert hasattr(get_channel_layer(), "group_send_blocking")  # the layer settings name
     receiver = plain_channels_redis_layer()
     channel = await receiver.new_channel()
     group = f"thread-{uuid.uuid4().hex}"
@@ -69,7 +70,7 @@ async def test_events_sent_from_a_thread_reach_a_socket_of_channels_redis_itself
 
         def send_all() -> None:
             for number in range(50):
-                group_send_from_thread(sender, group, {"type": "session.event", "number": number})
+                group_send(group, {"type": "session.event", "number": number})
 
         await asyncio.to_thread(send_all)
         received = await receive_all(receiver, channel, 50)

@@ -16,7 +16,7 @@ from chat import consumers
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from chat.protocol import MAX_MESSAGE_CHARS
 from driftless.asgi import application
-from memory.actions import evaluation as pipeline
+from memory.actions import scheduling
 from memory.lib.constants import EXIT_DEBOUNCE_SECONDS
 from memory.models import Message, Session
 from memory.stores.facts import read_facts
@@ -31,7 +31,7 @@ def scheduled(monkeypatch):
     """Evaluations the pipeline schedules, recorded instead of run in a timer thread
     (which would outlive the test)."""
     calls: list[dict] = []
-    monkeypatch.setattr(pipeline, "_start_in_background", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: calls.append(kwargs))
     return calls
 
 

@@ -7,11 +7,11 @@ from memory.actions.curation import (
     NEXT_USER_STATE,
     CurationRefused,
     do_agent_curation,
-    do_summarizer_flag,
     do_user_curation,
 )
 from memory.lib.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
 from memory.models import MemoryDecision, MemoryState
+from memory.stores.memory_states import apply_summarizer_flag
 from memory.stores.persistent import memory_cache_key
 from tests.memory_builders import add_messages
 
@@ -94,12 +94,12 @@ def test_the_agent_can_never_undeprecate(topic, action):
 
 def test_the_summarizer_never_overrides_the_user(topic, alice):
     do_user_curation(topic=topic, state=MemoryState.PROMOTED, user=alice)
-    assert do_summarizer_flag(topic=refreshed(topic), keep_in_memory=False) is None
+    assert apply_summarizer_flag(topic=refreshed(topic), keep_in_memory=False) is None
     assert refreshed(topic).keep_in_memory is True
 
 
 def test_the_summarizer_promotes_with_an_audit_row(topic):
-    decision = do_summarizer_flag(topic=topic, keep_in_memory=True)
+    decision = apply_summarizer_flag(topic=topic, keep_in_memory=True)
     assert decision.actor == "summarizer" and decision.to_state == "promoted"
     assert refreshed(topic).memory_changed_at is not None
 

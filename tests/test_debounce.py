@@ -6,7 +6,8 @@ import time
 import pytest
 
 from memory.actions import evaluation as pipeline
-from memory.actions.evaluation import request_exit_evaluation
+from memory.actions import scheduling
+from memory.actions.scheduling import request_exit_evaluation
 from memory.models import Session
 from tests.evaluation_helpers import SUBJECT_A, converse, join_background_evaluations
 
@@ -69,7 +70,7 @@ def test_a_trigger_never_raises_even_when_it_cannot_be_recorded(session, runs, m
     def broken(*args, **kwargs):
         raise ConnectionError("the database is down")
 
-    monkeypatch.setattr(pipeline, "enqueue_evaluation", broken)
+    monkeypatch.setattr(scheduling, "enqueue_evaluation", broken)
 
     request_exit_evaluation(session_id=session.pk)  # no exception
 

@@ -6,9 +6,9 @@ from django.test import Client
 
 from memory.actions.context import assemble_context
 from memory.actions.curation import do_user_curation
-from memory.actions.turn import _session_lock
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.models import Deletion, MemoryDecision, MemoryState, Message, Notes, Session, Topic
+from memory.stores.leases import session_lock
 from tests.memory_builders import add_messages, add_topic
 
 
@@ -73,7 +73,7 @@ def test_a_stranger_cannot_delete_a_session_or_a_topic(as_bob, doomed):
 
 
 def test_a_session_is_not_deleted_in_the_middle_of_a_turn(as_alice, doomed):
-    with _session_lock(doomed.pk):
+    with session_lock(doomed.pk):
         answer = as_alice.delete(f"/agents-api/sessions/{doomed.pk}/")
     assert answer.status_code == 409
     assert Session.objects.filter(pk=doomed.pk).exists() and not Deletion.objects.exists()
@@ -104,7 +104,7 @@ def test_the_active_topic_cannot_be_deleted(as_alice, session):
     topic = session.active_topic()
     answer = as_alice.delete(f"/agents-api/topics/{topic.pk}")
     assert answer.status_code == 409
-    assert answer.json() == {"detail": ACTIVE_TOPIC_DELETE_ERROR}
+    assert answer.json() == {"detail": ACTIVE_TOPIC_DELETE_ERROR, "code": "active_topic"}
     assert Topic.objects.filter(pk=topic.pk, is_active=True).exists()
     assert not Deletion.objects.exists()
 

@@ -2,14 +2,9 @@
 
 import pytest
 
-from memory.actions.fork import (
-    LLMDriftDetector,
-    Subject,
-    get_drift_detector,
-    plan_fork,
-    tool_safe_cut,
-)
+from memory.actions.fork import plan_fork, tool_safe_cut
 from memory.drift.detectors import DriftVerdict, Turn
+from memory.drift.llm import LLMDriftDetector, Subject, get_drift_detector
 from memory.llm import get_chat_model
 from memory.models import Message
 from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, FixedDetector, MarkerDetector

@@ -5,7 +5,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from memory.tasks import evaluate_session_task
+from driftless.celery import app
 from tests.evaluation_helpers import (
     SUBJECT_A,
     celery_eager,
@@ -30,9 +30,9 @@ def enqueued(monkeypatch):
     """Full mode: capture what would go to the broker."""
     sent = []
     monkeypatch.setattr(
-        evaluate_session_task,
-        "apply_async",
-        lambda args, countdown, **options: sent.append((args[0], args[1], countdown)),
+        app,
+        "send_task",
+        lambda name, args, countdown, **options: sent.append((args[0], args[1], countdown)),
     )
     with celery_eager(False):
         yield sent
@@ -79,7 +79,7 @@ def test_the_owner_gets_202_when_the_broker_is_down(
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr(evaluate_session_task, "apply_async", broker_down)
+    monkeypatch.setattr(app, "send_task", broker_down)
     with celery_eager(False), django_capture_on_commit_callbacks(execute=True):
         response = client_for(alice).post(url(session.pk))
 

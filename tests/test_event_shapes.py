@@ -1,9 +1,10 @@
-"""One shape per event and per resource: docs/websocket.md, its JSON Schema, the REST
-representations and what the server publishes agree.
+"""One shape per event and per resource: the types of memory/events.py, the JSON Schema
+generated from them, docs/websocket.md, the REST representations and what the server
+publishes agree.
 
-Every event published during the suite is checked by the autouse fixture
-``published_event_problems`` (tests/conftest.py); these tests hold the documentation, the
-schema and the REST schema together, and show the fixture catches a difference.
+Every event published during the suite is checked by the autouse fixture ``published``
+(tests/conftest.py); these tests hold the generated schema to the types, the documentation
+and the REST schema to the schema, and show the fixture catches a difference.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from memory.events import publish
+from memory.events import MessagePayload, TopicPayload, publish
+from memory.management.commands.event_schema import SCHEMA_PATH, rendered_schema
 from tests.event_shapes import event_problems, event_types, schema
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "websocket.md"
@@ -39,11 +41,18 @@ def test_every_event_type_has_its_section_in_the_doc():
     assert sections == event_types()
 
 
-@pytest.mark.parametrize(("part", "component"), [("message", "Message"), ("topic", "Topic")])
-def test_events_carry_the_rest_representation_key_for_key(part, component):
+def test_the_committed_schema_is_generated_from_the_event_types():
+    """make schema writes it; a change to an event's type without it fails here."""
+    assert SCHEMA_PATH.read_text() == rendered_schema()
+
+
+@pytest.mark.parametrize(
+    ("payload", "component"), [(MessagePayload, "Message"), (TopicPayload, "Topic")]
+)
+def test_events_carry_the_rest_representation_key_for_key(payload, component):
     openapi = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
     rest = openapi[component]
-    documented = schema()["$defs"][part]
+    documented = schema()["$defs"][payload.__name__]
     assert list(documented["properties"]) == list(rest["properties"])
     assert sorted(documented["required"]) == sorted(rest["required"])
 

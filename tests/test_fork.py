@@ -2,7 +2,6 @@
 
 import pytest
 
-from memory import events
 from memory.actions.evaluation import evaluate_session
 from memory.actions.fork import do_silent_fork, plan_fork
 from memory.actions.summarize import topic_history
@@ -18,13 +17,6 @@ from tests.evaluation_helpers import (
     summary_answer,
     thread_of,
 )
-
-
-@pytest.fixture
-def published(monkeypatch):
-    sent = []
-    monkeypatch.setattr(events, "publish", lambda session_id, event: sent.append(event))
-    return sent
 
 
 def fork(session, detector=None):
@@ -169,11 +161,11 @@ def test_a_fork_publishes_the_summary_and_the_new_topic_after_commit(
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         outcome = fork(session)
-        assert published == []
+        assert published.events == []
     for callback in callbacks:
         callback()
 
-    updated, created = published
+    updated, created = published.events
     assert (updated["type"], updated["reason"]) == ("topic.updated", "summary")
     assert updated["topic"]["id"] == outcome.topic_id
     assert updated["topic"]["title"] == "Balcony garden"

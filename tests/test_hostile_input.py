@@ -54,7 +54,7 @@ def test_a_nul_anywhere_in_a_fact_value_is_a_400_and_nothing_is_stored(
         f"/agents-api/sessions/{session.pk}/facts/colour", {"value": value}, format="json"
     )
     assert response.status_code == 400
-    assert "NUL" in response.json()["value"][0]
+    assert "NUL" in response.json()["errors"]["value"][0]
     assert read_facts(user=alice, agent=agent) == {}
 
 
@@ -72,7 +72,7 @@ def test_a_lone_surrogate_in_a_fact_value_is_a_400_and_nothing_is_stored(
 ):
     response = put_raw(client_for(alice), f"/agents-api/sessions/{session.pk}/facts/colour", body)
     assert response.status_code == 400
-    assert "lone surrogate" in response.json()["value"][0]
+    assert "lone surrogate" in response.json()["errors"]["value"][0]
     assert read_facts(user=alice, agent=agent) == {}
 
 
@@ -81,7 +81,7 @@ def test_a_nul_in_the_fact_key_is_a_400_and_nothing_is_stored(alice, agent, sess
         f"/agents-api/sessions/{session.pk}/facts/a%00b", {"value": "v"}, format="json"
     )
     assert response.status_code == 400
-    assert "NUL" in response.json()["key"][0]
+    assert "NUL" in response.json()["errors"]["key"][0]
     assert read_facts(user=alice, agent=agent) == {}
 
 
@@ -182,7 +182,7 @@ def test_message_content_that_is_not_text_is_refused_not_coerced(alice, session,
         f"/agents-api/sessions/{session.pk}/messages", {"content": content}, format="json"
     )
     assert response.status_code == 400
-    assert says in response.json()["content"][0]
+    assert says in response.json()["errors"]["content"][0]
     assert not session.messages.exists()
 
 
@@ -194,7 +194,7 @@ def test_a_lone_surrogate_in_message_content_is_refused(alice, session):
         content_type="application/json",
     )
     assert response.status_code == 400
-    assert "lone surrogate" in response.json()["content"][0]
+    assert "lone surrogate" in response.json()["errors"]["content"][0]
     assert not session.messages.exists()
 
 
@@ -213,7 +213,7 @@ def test_a_lone_surrogate_in_message_content_is_refused(alice, session):
 def test_starting_a_session_refuses_coercible_input(alice, agent, make_body, field):
     response = client_for(alice).post("/agents-api/sessions/", make_body(agent), format="json")
     assert response.status_code == 400
-    assert field in response.json()
+    assert response.json()["field"] == field
     assert not Session.objects.exists()
 
 
@@ -267,7 +267,7 @@ def test_the_401st_fact_is_refused_through_rest_with_the_limit_named(alice, agen
     url = f"/agents-api/sessions/{session.pk}/facts/"
     response = client.put(url + "one%20more", {"value": "y"}, format="json")
     assert response.status_code == 400
-    assert "limit is 400" in response.json()["facts"][0]
+    assert "limit is 400" in response.json()["errors"]["facts"][0]
     assert read_facts(user=alice, agent=agent) == full
     # Changing a fact that exists is still allowed at the limit.
     assert client.put(url + "fact%200", {"value": "z"}, format="json").status_code == 200
@@ -283,7 +283,7 @@ def test_a_fact_over_the_token_budget_is_refused_through_rest_with_the_room_left
         if response.status_code != 200:
             break
     assert response.status_code == 400
-    message = response.json()["facts"][0]
+    message = response.json()["errors"]["facts"][0]
     assert "limit is 8000" in message and "left" in message
     assert 10 <= stored < 20
     assert len(read_facts(user=alice, agent=agent)) == stored

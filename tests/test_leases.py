@@ -1,5 +1,5 @@
 """Leases (memory/stores/leases.py): database locks that free themselves when their holder dies,
-and the sweep that finishes the turns of dead holders (memory/actions/sweep.py)."""
+and the sweep that finishes the turns of dead holders (memory/actions/scheduling.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory.actions.sweep import sweep
+from memory.actions.scheduling import sweep
 from memory.models import Lease, Message
 from memory.stores import leases
-from memory.stores.messages import INTERRUPTED_TEXT, turn_lease_name
+from memory.stores.leases import turn_lease_name
+from memory.stores.messages import INTERRUPTED_TEXT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

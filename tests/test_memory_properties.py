@@ -40,7 +40,7 @@ from memory.actions.curation import CurationRefused, do_agent_curation, do_user_
 from memory.actions.evaluation import evaluate_session
 from memory.actions.fork import ForkPlan, do_silent_fork, tool_safe_cut
 from memory.actions.summarize import STALE_ATTEMPTS, topic_history
-from memory.actions.topics import do_start_user_topic
+from memory.actions.topics import do_new_topic
 from memory.drift.detectors import DriftVerdict
 from memory.models import Agent, MemoryState, Message, Organization, Session, Topic
 from memory.stores.persistent import _fetch_entries, get_persistent_memory, truncate_to_budget
@@ -166,7 +166,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(index=SESSION, answer=ANSWERS)
     def new_topic(self, index, answer):
         with self.model(answer):
-            do_start_user_topic(session=self.session(index))
+            do_new_topic(session=self.session(index))
 
     @rule(
         index=SESSION,

@@ -4,11 +4,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from driftless.celery import app
 from memory import events
 from memory.actions.context import assemble_context
-from memory.actions.evaluation import evaluate_session, note_message_stored
+from memory.actions.evaluation import evaluate_session
+from memory.actions.scheduling import note_message_stored
 from memory.models import Message, Session, Topic
-from memory.tasks import evaluate_session_task
 from tests.evaluation_helpers import (
     SUBJECT_A,
     SUBJECT_B,
@@ -151,7 +152,7 @@ def enqueued(monkeypatch):
     """Full mode (a worker): capture what would be sent to the broker."""
     sent = []
     monkeypatch.setattr(
-        evaluate_session_task, "apply_async", lambda args, countdown, **options: sent.append(args)
+        app, "send_task", lambda name, args, countdown, **options: sent.append(args)
     )
     with celery_eager(False):
         yield sent

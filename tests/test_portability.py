@@ -183,7 +183,7 @@ def test_a_refused_import_is_a_400_naming_the_field(client, alice, agent, rememb
         f"/agents-api/memory/import?agent={agent.pk}", document, content_type="application/json"
     )
     assert response.status_code == 400
-    assert "sessions[0].title" in response.json()["document"]
+    assert "sessions[0].title" in response.json()["errors"]["document"][0]
     assert Topic.objects.count() == before
 
 

@@ -19,8 +19,8 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
-from memory.actions import evaluation as pipeline
-from memory.actions.sweep import sweep
+from memory.actions import scheduling
+from memory.actions.scheduling import sweep
 from memory.models import Message, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse
 from tests.faults import RedisServer, celery_broker, wait_for
@@ -64,7 +64,7 @@ def private_redis(settings):
 def _no_background_evaluations(monkeypatch):
     """A socket's disconnect schedules an evaluation two seconds later in a timer thread;
     recorded instead, so none outlives its test's database."""
-    monkeypatch.setattr(pipeline, "_start_in_background", lambda **kwargs: None)
+    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
 
 
 def client_for(user) -> APIClient:

@@ -17,7 +17,8 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from memory.models import Lease
-from memory.stores.messages import INTERRUPTED_TEXT, turn_lease_name
+from memory.stores.leases import turn_lease_name
+from memory.stores.messages import INTERRUPTED_TEXT
 from tests.faults import RedisServer, Spawned, app_env, free_port, python, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from django.test import Client
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from driftless.asgi import application
-from memory.actions import evaluation as pipeline
+from memory.actions import scheduling
 from memory.models import Organization
 from tests.test_consumer import finish_refused, send, stored
 
@@ -22,7 +22,7 @@ CLOSED_WITHIN = 5  # seconds: what "within seconds" means here
 
 @pytest.fixture(autouse=True)
 def scheduled(monkeypatch):
-    monkeypatch.setattr(pipeline, "_start_in_background", lambda **kwargs: None)
+    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
 
 
 @database_sync_to_async

@@ -13,10 +13,10 @@ from memory.actions.context import assemble_context
 from memory.actions.curation import do_agent_curation, do_user_curation
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import dispatch_tool_calls
-from memory.actions.topics import do_start_user_topic
+from memory.actions.topics import do_new_topic
 from memory.lib.constants import EMPTY_TOPIC_ERROR
+from memory.lib.text import UNTITLED_TOPIC as UNTITLED
 from memory.models import MemoryDecision, MemoryState, Message, Session, Topic
-from memory.stores.persistent import UNTITLED
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
 from tests.memory_builders import add_tool_round
 
@@ -153,7 +153,7 @@ def test_an_empty_topic_cannot_enter_memory(session, other_session, as_alice, st
         content_type="application/json",
     )
     assert answer.status_code == 400
-    assert answer.json() == {"detail": EMPTY_TOPIC_ERROR}
+    assert answer.json() == {"detail": EMPTY_TOPIC_ERROR, "code": "curation_refused"}
     assert refreshed(topic).memory_state == MemoryState.NONE
     assert not topic.keep_in_memory_manually_set
     assert "DEPRECATED" not in stable(other_session) and UNTITLED not in stable(other_session)
@@ -270,7 +270,7 @@ def test_a_new_topic_keeps_the_users_edit_of_the_prior_one(fake_openai, session,
     patch(as_alice, f"/agents-api/topics/{topic.pk}", {"title": "Mine", "summary": "My words."})
     fake_openai.reply_json(summary_answer(title="Theirs", summary="Model words."))
 
-    do_start_user_topic(session=session)
+    do_new_topic(session=session)
 
     topic = refreshed(topic)
     assert (topic.title, topic.summary, topic.is_active) == ("Mine", "My words.", False)

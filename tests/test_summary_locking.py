@@ -15,7 +15,7 @@ import pytest
 from django.db import DatabaseError, connections, transaction
 
 from memory.actions.fork import ForkPlan, do_silent_fork
-from memory.actions.topics import do_start_user_topic
+from memory.actions.topics import do_new_topic
 from memory.models import Notes, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, converse, say, summary_answer
 
@@ -70,7 +70,7 @@ def test_a_new_topic_never_calls_the_model_under_the_lock_even_when_the_topic_gr
     fake_openai.reply_json(summary_answer(title="Stale"))
     fake_openai.reply_json(summary_answer(title="Balcony garden with marigolds"))
 
-    do_start_user_topic(session=session)
+    do_new_topic(session=session)
 
     assert probe.locked == [[], []]  # two calls, neither under a lock
     prior.refresh_from_db()
@@ -116,7 +116,7 @@ def test_a_topic_that_keeps_changing_is_still_closed_with_what_was_prepared(fake
     for attempt in range(3):
         fake_openai.reply_json(summary_answer(title=f"Attempt {attempt + 1}"))
 
-    do_start_user_topic(session=session)
+    do_new_topic(session=session)
 
     assert probe.locked == [[], [], []]
     prior.refresh_from_db()
@@ -161,6 +161,6 @@ WAIT = 5.0
 
 def close_topic(session: Session) -> None:
     try:
-        do_start_user_topic(session=session)
+        do_new_topic(session=session)
     finally:
         connections.close_all()  # this thread's connection only

@@ -1,18 +1,8 @@
 """A new topic by the user: the prior one is summarized first, its notes archived after."""
 
-import pytest
-
-from memory import events
-from memory.actions.topics import do_start_user_topic
+from memory.actions.topics import do_new_topic
 from memory.models import Notes, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
-
-
-@pytest.fixture
-def published(monkeypatch):
-    sent = []
-    monkeypatch.setattr(events, "publish", lambda session_id, event: sent.append(event))
-    return sent
 
 
 def test_the_prior_topic_is_summarized_before_the_new_one_becomes_active(
@@ -26,7 +16,7 @@ def test_the_prior_topic_is_summarized_before_the_new_one_becomes_active(
     fake_openai.reply_json(summary_answer(title="Balcony garden", keep=True))
 
     with django_capture_on_commit_callbacks(execute=True):
-        topic = do_start_user_topic(session=session)
+        topic = do_new_topic(session=session)
 
     prior.refresh_from_db()
     notes.refresh_from_db()
@@ -38,7 +28,7 @@ def test_the_prior_topic_is_summarized_before_the_new_one_becomes_active(
     assert list(Topic.objects.filter(session=session, is_active=True)) == [topic]
     session.refresh_from_db()
     assert session.drift_result == ""
-    updated, created = published
+    updated, created = published.events
     assert (updated["type"], updated["reason"], updated["topic"]["id"]) == (
         "topic.updated",
         "summary",
@@ -55,7 +45,7 @@ def test_the_prior_topic_is_summarized_before_the_new_one_becomes_active(
 
 def test_new_messages_go_to_the_new_topic(fake_openai, session):
     converse(session, SUBJECT_A)
-    topic = do_start_user_topic(session=session)
+    topic = do_new_topic(session=session)
 
     assert say(session, "user", "Now about my laptop.").topic_id == topic.pk
 
@@ -80,7 +70,7 @@ def test_a_message_that_arrives_during_the_summary_call_is_summarized_too(
     fake_openai.reply_json(summary_answer(title="Stale"))
     fake_openai.reply_json(summary_answer(title="Balcony garden with marigolds"))
 
-    do_start_user_topic(session=session)
+    do_new_topic(session=session)
 
     prior = session.topics.get(origin="first")
     assert prior.title == "Balcony garden with marigolds"
@@ -91,7 +81,7 @@ def test_a_message_that_arrives_during_the_summary_call_is_summarized_too(
 def test_an_empty_topic_is_closed_without_a_model_call(fake_openai, session):
     prior = session.active_topic()
 
-    topic = do_start_user_topic(session=session)
+    topic = do_new_topic(session=session)
 
     prior.refresh_from_db()
     assert fake_openai.requests == []

@@ -9,14 +9,11 @@ import pytest
 from django.db import connections
 
 from memory.actions import turn as turn_module
+from memory.actions.topics import do_new_topic
 from memory.actions.turn import (
     MAX_TOOL_ROUNDS,
     NothingToRetry,
-    TurnBusy,
-    _acquire_turn_lease,
-    _session_lock,
     check_retry,
-    do_new_topic,
     do_retry_turn,
     do_send_message,
 )
@@ -24,6 +21,7 @@ from memory.llm import Usage
 from memory.models import Lease, Session
 from memory.stores import leases
 from memory.stores.facts import read_facts
+from memory.stores.leases import TurnBusy, session_lock
 from memory.stores.messages import usage_totals
 
 
@@ -272,7 +270,7 @@ def test_the_tool_loop_stops_after_the_bounded_number_of_rounds_and_says_so(sess
 
 
 def test_a_second_turn_of_a_busy_session_is_refused_and_stores_nothing(session, fake_openai):
-    with _session_lock(session.pk):
+    with session_lock(session.pk):
         with pytest.raises(TurnBusy, match="a reply is still being generated"):
             do_send_message(session=session, content="Hello?")
         with pytest.raises(TurnBusy):
@@ -288,7 +286,7 @@ def test_a_message_sent_as_the_previous_turn_ends_waits_for_it_and_is_answered(
     """The page can send the moment a reply appears, before ``turn.done``: the message
     waits for the finishing turn instead of being refused."""
     settings.TURN_BUSY_WAIT_SECONDS = 5.0
-    previous = _acquire_turn_lease(session.pk)
+    previous = leases.acquire(leases.turn_lease_name(session.pk))
     threading.Timer(0.5, leases.release, args=[previous]).start()
 
     result = do_send_message(session=session, content="Next question")

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from memory.actions.evaluation import evaluate_session, request_exit_evaluation
-from memory.actions.sweep import sweep
+from memory.actions.evaluation import evaluate_session
+from memory.actions.scheduling import request_exit_evaluation, sweep
 from memory.models import Session, Topic
 from memory.stores import leases
 from tests.evaluation_helpers import (

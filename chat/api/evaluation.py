@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.api.scoping import owned_session_or_404
-from memory.actions.evaluation import request_exit_evaluation
+from memory.actions.scheduling import request_exit_evaluation
 
 
 @extend_schema(

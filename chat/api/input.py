@@ -1,9 +1,7 @@
-"""How the REST API reads input: one JSON parser with a depth limit, strict fields built
-on the domain's checks, and the mapping of the domain's InvalidInput to a 400.
-
-A 400 answers ``{"<field>": ["what is wrong"]}`` (DRF's validation shape), or
-``{"detail": "..."}`` for a body that is not JSON at all. The websocket answers the same
-checks with an ``error`` frame (chat/consumers.py), so both refuse the same inputs.
+"""How the REST API reads input: one JSON parser with a depth limit, and strict fields
+built on the domain's checks (their refusals answer as chat/api/errors.py says). The
+websocket answers the same checks with an ``error`` frame (chat/consumers.py), so both
+refuse the same inputs with the same codes.
 """
 
 from __future__ import annotations
@@ -18,7 +16,8 @@ from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
-from memory.lib.validation import InvalidInput, check_json_depth
+from memory.lib.errors import InvalidInput
+from memory.lib.validation import check_json_depth
 
 
 class DepthLimitedJSONParser(JSONParser):
@@ -38,16 +37,6 @@ class DepthLimitedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {err.message}") from err
         except ValueError as err:
             raise ParseError(f"JSON parse error - {err}") from err
-
-
-def exception_handler(exc: Exception, context: dict) -> Any:
-    """DRF's handler, plus: the domain's InvalidInput is a 400 naming its field."""
-    # Imported here: APIView reads the parser setting (this module) when it is defined.
-    from rest_framework.views import exception_handler as drf_exception_handler
-
-    if isinstance(exc, InvalidInput):
-        exc = ValidationError({exc.field: [exc.message]}, code=exc.code)
-    return drf_exception_handler(exc, context)
 
 
 class CheckedField(serializers.Field):

@@ -16,17 +16,10 @@ from rest_framework.response import Response
 
 from chat.api.input import CheckedField
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
-from chat.api.serializers import DetailSerializer
-from memory.actions.curation import CurationRefused, do_user_curation
+from chat.api.serializers import DetailSerializer, FactsSerializer, NotesSerializer, TopicSerializer
+from memory.actions.curation import do_user_curation
+from memory.events import topic_payload
 from memory.models import MemoryState
-from memory.representations import (
-    FactsRepresentation,
-    NotesRepresentation,
-    TopicRepresentation,
-    facts_representation,
-    notes_representation,
-    topic_representation,
-)
 from memory.stores.facts import check_fact_key, check_fact_value, read_facts, set_fact, unset_fact
 from memory.stores.notes import read_latest_notes
 from memory.stores.persistent import (
@@ -89,7 +82,7 @@ class FactValueSerializer(serializers.Serializer):
 
 @extend_schema(
     request=MemoryStateSerializer,
-    responses={200: TopicRepresentation, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    responses={200: TopicSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
     summary="Set a topic's memory state (the brain icon), as the user",
 )
 @api_view(["PUT", "PATCH"])
@@ -100,14 +93,11 @@ def topic_memory(request: Request, topic_id: int) -> Response:
     topic = owned_topic_or_404(request.user, topic_id)
     form = MemoryStateSerializer(data=request.data)
     form.is_valid(raise_exception=True)
-    try:
-        do_user_curation(
-            topic=topic, state=MemoryState(form.validated_data["state"]), user=request.user
-        )
-    except CurationRefused as refused:  # an empty topic: nothing to remember
-        return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+    do_user_curation(
+        topic=topic, state=MemoryState(form.validated_data["state"]), user=request.user
+    )
     topic.refresh_from_db()
-    return Response(topic_representation(topic))
+    return Response(topic_payload(topic))
 
 
 @extend_schema(
@@ -126,17 +116,17 @@ def session_memory(request: Request, session_id: int) -> Response:
     return Response({**_block(get_persistent_memory(session=session)), "scope": _block(scope)})
 
 
-@extend_schema(responses={200: FactsRepresentation, 404: _NOT_FOUND}, summary="Durable facts")
+@extend_schema(responses={200: FactsSerializer, 404: _NOT_FOUND}, summary="Durable facts")
 @api_view(["GET"])
 def session_facts(request: Request, session_id: int) -> Response:
     session = owned_session_or_404(request.user, session_id)
-    return Response(facts_representation(read_facts(user=session.user, agent=session.agent)))
+    return Response({"facts": read_facts(user=session.user, agent=session.agent)})
 
 
 @extend_schema(
     methods=["PUT"],
     request=FactValueSerializer,
-    responses={200: FactsRepresentation, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    responses={200: FactsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
     summary="Create or change one durable fact",
 )
 @extend_schema(
@@ -160,16 +150,16 @@ def session_fact(request: Request, session_id: int, key: str) -> Response:
     facts = set_fact(
         user=session.user, agent=session.agent, key=key, value=form.validated_data["value"]
     )
-    return Response(facts_representation(facts))
+    return Response({"facts": facts})
 
 
-@extend_schema(responses={200: NotesRepresentation, 404: _NOT_FOUND}, summary="A topic's notes")
+@extend_schema(responses={200: NotesSerializer, 404: _NOT_FOUND}, summary="A topic's notes")
 @api_view(["GET"])
 def topic_notes(request: Request, topic_id: int) -> Response:
     """The topic's notes: the active document, or for a closed topic its archived one."""
     topic = owned_topic_or_404(request.user, topic_id)
     content, archived = read_latest_notes(topic=topic)
-    return Response(notes_representation(topic_id=topic.pk, content=content, archived=archived))
+    return Response({"topic_id": topic.pk, "content": content, "archived": archived})
 
 
 def _block(memory: PersistentMemory) -> dict:

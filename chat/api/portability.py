@@ -22,7 +22,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory.actions.portability import ImportRefused, export_memory, import_memory
+from memory.actions.portability import export_memory, import_memory
 from memory.models import Agent
 
 _AGENT = OpenApiParameter("agent", int, required=True, description="One of your agents.")
@@ -91,10 +91,7 @@ class LimitedJSONParser(JSONParser):
 @parser_classes([LimitedJSONParser])
 def import_view(request: Request) -> Response:
     agent = _agent(request)
-    try:
-        report = import_memory(user=request.user, agent=agent, document=request.data)
-    except ImportRefused as err:
-        raise ValidationError({"document": str(err)}) from err
+    report = import_memory(user=request.user, agent=agent, document=request.data)
     return Response(asdict(report), status=status.HTTP_200_OK)
 
 

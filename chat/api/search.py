@@ -2,7 +2,7 @@
 
 from dataclasses import asdict
 
-from django.urls import path
+from django.urls import path, reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
@@ -10,7 +10,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory.stores.search import DEFAULT_LIMIT, MAX_LIMIT, SearchError, search_memory
+from memory.stores.search import DEFAULT_LIMIT, MAX_LIMIT, SearchHit, search_memory
+
+
+def hit_url(hit: SearchHit) -> str:
+    """The chat page opened at the hit's topic; "" for a fact (it is the whole answer)."""
+    if hit.topic_id is None:
+        return ""
+    return f"{reverse('chat', args=[hit.session_id])}#topic-{hit.topic_id}"
 
 
 class SearchHitSerializer(serializers.Serializer):
@@ -43,11 +50,10 @@ def search(request: Request) -> Response:
     limit = request.query_params.get("limit", str(DEFAULT_LIMIT))
     if not limit.isdecimal() or not 1 <= int(limit) <= MAX_LIMIT:
         raise ValidationError({"limit": f"expected a whole number from 1 to {MAX_LIMIT}"})
-    try:
-        hits = search_memory(user=request.user, query=query, limit=int(limit))
-    except SearchError as err:
-        raise ValidationError({"q": str(err).removeprefix("q: ")}) from err
-    return Response({"query": query, "results": [asdict(hit) for hit in hits]})
+    hits = search_memory(user=request.user, query=query, limit=int(limit))
+    return Response(
+        {"query": query, "results": [{**asdict(hit), "url": hit_url(hit)} for hit in hits]}
+    )
 
 
 urlpatterns = [path("search", search, name="api-search")]

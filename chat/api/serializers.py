@@ -1,8 +1,10 @@
 """What the REST endpoints read and answer (and the OpenAPI schema built from them).
 
-Messages, topics, sessions, facts and notes are answered in their one representation
-(memory/representations.py), the same the websocket events carry. Input fields are
-checked by the domain's ``check_*`` functions, raw: no silent coercion (chat/api/input.py).
+A message and a topic are answered in their one representation, the payload types the
+websocket events carry (memory/events.py; chat/api/schema.py documents them). Sessions,
+facts and notes, which only the REST API and the pages show, are the serializers below.
+Input fields are checked by the domain's ``check_*`` functions, raw: no silent coercion
+(chat/api/input.py).
 """
 
 from __future__ import annotations
@@ -11,19 +13,58 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from chat.api.input import CheckedTextField, StrictPrimaryKeyRelatedField
+from chat.api.schema import payload_serializer
+from memory.events import MessagePayload, TopicPayload
 from memory.lib.limits import MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
-from memory.lib.validation import check_message_content, check_summary, check_title
-from memory.models import Agent, Organization, Session
-from memory.representations import (
-    MessageRepresentation,
-    SessionRepresentation,
-    TopicRepresentation,
+from memory.lib.validation import (
+    check_message_content,
+    check_summary,
+    check_title,
+    check_topic_title,
 )
+from memory.models import Agent, Organization, Session
 
-# One representation per resource, under the names the views and the schema use.
-MessageSerializer = MessageRepresentation
-TopicSerializer = TopicRepresentation
-SessionSerializer = SessionRepresentation
+MessageSerializer = payload_serializer(MessagePayload)
+TopicSerializer = payload_serializer(TopicPayload)
+
+
+@extend_schema_serializer(component_name="Session")
+class SessionSerializer(serializers.ModelSerializer):
+    agent_id = serializers.IntegerField(read_only=True)
+    agent_name = serializers.CharField(source="agent.name", read_only=True)
+    organization_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Session
+        fields = [
+            "id",
+            "agent_id",
+            "agent_name",
+            "organization_id",
+            "title",
+            "message_count",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+@extend_schema_serializer(component_name="Facts")
+class FactsSerializer(serializers.Serializer):
+    """The durable facts of a (user, agent, organization) scope: key to JSON value."""
+
+    facts = serializers.DictField(child=serializers.JSONField(), read_only=True)
+
+
+@extend_schema_serializer(component_name="Notes")
+class NotesSerializer(serializers.Serializer):
+    """A topic's notes: the active document, or a closed topic's archived one."""
+
+    topic_id = serializers.IntegerField(read_only=True)
+    content = serializers.CharField(read_only=True)
+    archived = serializers.BooleanField(
+        read_only=True, help_text="True for a closed topic's archived notes."
+    )
 
 
 class OrganizationSerializer(serializers.ModelSerializer):
@@ -120,7 +161,9 @@ class TopicEditSerializer(serializers.Serializer):
     Text only: a number is refused, not read as its digits."""
 
     title = CheckedTextField(
-        check_title, required=False, schema={"type": "string", "maxLength": MAX_TITLE_CHARS}
+        check_topic_title,
+        required=False,
+        schema={"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS},
     )
     summary = CheckedTextField(
         check_summary, required=False, schema={"type": "string", "maxLength": MAX_SUMMARY_CHARS}

@@ -33,16 +33,11 @@ from chat.api.serializers import (
     TurnFailedSerializer,
     TurnSerializer,
 )
-from memory.actions.curation import CurationRefused, do_user_edit_topic
-from memory.actions.deletion import DeletionRefused, do_delete_topic
-from memory.actions.turn import (
-    ServerStopping,
-    TurnBusy,
-    TurnResult,
-    do_delete_session_between_turns,
-    do_new_topic,
-    do_send_message,
-)
+from memory.actions.curation import do_user_edit_topic
+from memory.actions.deletion import do_delete_session, do_delete_topic
+from memory.actions.topics import do_new_topic
+from memory.actions.turn import TurnResult, do_send_message
+from memory.events import message_payload, message_payloads, topic_payload
 from memory.models import Agent, Deletion, Session
 from memory.stores.messages import topic_page, usage_totals
 
@@ -50,18 +45,6 @@ _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sess
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
 _STOPPING = OpenApiResponse(DetailSerializer, description="The server is restarting; try again.")
 _DELETED = OpenApiResponse(description="Deleted, permanently.")
-
-
-def _busy() -> Response:
-    return Response({"detail": str(TurnBusy())}, status=status.HTTP_409_CONFLICT)
-
-
-def _stopping() -> Response:
-    return Response(
-        {"detail": str(ServerStopping())},
-        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-        headers={"Retry-After": "5"},
-    )
 
 
 class AgentList(APIView):
@@ -120,14 +103,7 @@ class SessionDetail(APIView):
     )
     def delete(self, request: Request, session_id: int) -> Response:
         session = owned_session_or_404(request.user, session_id)
-        try:
-            do_delete_session_between_turns(
-                session=session, deleted_by=request.user, via=Deletion.Via.USER
-            )
-        except TurnBusy:
-            return _busy()
-        except ServerStopping:
-            return _stopping()
+        do_delete_session(session=session, deleted_by=request.user, via=Deletion.Via.USER)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -151,12 +127,7 @@ class SessionMessages(APIView):
         session = owned_session_or_404(request.user, session_id)
         form = SendMessageSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            result = do_send_message(session=session, content=form.validated_data["content"])
-        except TurnBusy:
-            return _busy()
-        except ServerStopping:
-            return _stopping()
+        result = do_send_message(session=session, content=form.validated_data["content"])
         return _turn_response(result)
 
 
@@ -164,9 +135,8 @@ class SessionTopics(APIView):
     @extend_schema(responses={200: TopicSerializer(many=True), 404: _NOT_FOUND})
     def get(self, request: Request, session_id: int) -> Response:
         session = owned_session_or_404(request.user, session_id)
-        return Response(
-            TopicSerializer(session.topics.order_by("created_at", "pk"), many=True).data
-        )
+        topics = session.topics.order_by("created_at", "pk")
+        return Response([topic_payload(topic) for topic in topics])
 
     @extend_schema(
         request=None,
@@ -175,19 +145,14 @@ class SessionTopics(APIView):
     )
     def post(self, request: Request, session_id: int) -> Response:
         session = owned_session_or_404(request.user, session_id)
-        try:
-            topic = do_new_topic(session=session)
-        except TurnBusy:
-            return _busy()
-        except ServerStopping:
-            return _stopping()
-        return Response(TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
+        topic = do_new_topic(session=session)
+        return Response(topic_payload(topic), status=status.HTTP_201_CREATED)
 
 
 class TopicDetail(APIView):
     @extend_schema(responses={200: TopicSerializer, 404: _NOT_FOUND}, summary="A topic")
     def get(self, request: Request, topic_id: int) -> Response:
-        return Response(TopicSerializer(owned_topic_or_404(request.user, topic_id)).data)
+        return Response(topic_payload(owned_topic_or_404(request.user, topic_id)))
 
     @extend_schema(
         request=TopicEditSerializer,
@@ -199,12 +164,9 @@ class TopicDetail(APIView):
         topic = owned_topic_or_404(request.user, topic_id)
         form = TopicEditSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            do_user_edit_topic(topic=topic, user=request.user, **form.validated_data)
-        except CurationRefused as refused:
-            return Response({"detail": str(refused)}, status=status.HTTP_400_BAD_REQUEST)
+        do_user_edit_topic(topic=topic, user=request.user, **form.validated_data)
         topic.refresh_from_db()
-        return Response(TopicSerializer(topic).data)
+        return Response(topic_payload(topic))
 
     @extend_schema(
         request=None,
@@ -213,10 +175,7 @@ class TopicDetail(APIView):
     )
     def delete(self, request: Request, topic_id: int) -> Response:
         topic = owned_topic_or_404(request.user, topic_id)
-        try:
-            do_delete_topic(topic=topic, deleted_by=request.user, via=Deletion.Via.USER)
-        except DeletionRefused as refused:
-            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        do_delete_topic(topic=topic, deleted_by=request.user, via=Deletion.Via.USER)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -240,7 +199,7 @@ class TopicMessages(APIView):
         topic = owned_topic_or_404(request.user, topic_id)
         page = MessagePageSerializer(data=request.query_params)
         page.is_valid(raise_exception=True)
-        return Response(MessageSerializer(topic_page(topic, **page.validated_data), many=True).data)
+        return Response(message_payloads(topic_page(topic, **page.validated_data)))
 
 
 def _session_detail(session: Session) -> dict:
@@ -250,8 +209,8 @@ def _session_detail(session: Session) -> dict:
 
 
 def _turn_response(result: TurnResult) -> Response:
-    user_message = MessageSerializer(result.user_message).data
-    activity = MessageSerializer(result.activity, many=True).data
+    user_message = message_payload(result.user_message)
+    activity = message_payloads(result.activity)
     if result.failure is not None:
         body = {
             "turn_id": result.turn_id,
@@ -259,7 +218,7 @@ def _turn_response(result: TurnResult) -> Response:
             "retryable": True,
             "user_message": user_message,
             "activity": activity,
-            "error_message": MessageSerializer(result.error).data if result.error else None,
+            "error_message": message_payload(result.error) if result.error else None,
         }
         code = status.HTTP_502_BAD_GATEWAY if result.failure == "model" else 500
         return Response(body, status=code)
@@ -268,7 +227,7 @@ def _turn_response(result: TurnResult) -> Response:
             "turn_id": result.turn_id,
             "user_message": user_message,
             "activity": activity,
-            "reply": MessageSerializer(result.reply).data,
+            "reply": message_payload(result.reply),
             "usage": asdict(result.usage),
         },
         status=status.HTTP_201_CREATED,

@@ -49,11 +49,12 @@ from django.db.models import Q
 
 from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
 from memory.lib.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
+from memory.lib.text import DEPRECATED_PREFIX, shown_topic_title
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.stores.facts import render_fact_lines
 from memory.stores.messages import usage_totals
-from memory.stores.persistent import DEPRECATED_PREFIX, UNTITLED, get_persistent_memory, topic_ref
+from memory.stores.persistent import get_persistent_memory, topic_ref
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
 
@@ -318,7 +319,7 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     lines, titles = [], []
     first_with_summary = len(prior) - settings.EARLIER_TOPICS_WITH_SUMMARY
     for position, topic in enumerate(prior):
-        title = " ".join(topic["title"].split()) or UNTITLED
+        title = shown_topic_title(topic["title"])
         ref = topic_ref(topic["pk"])
         titles.append(title)
         if topic["deprecated"]:

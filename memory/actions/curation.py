@@ -24,19 +24,21 @@ from __future__ import annotations
 from typing import Literal
 
 from django.db import transaction
-from django.utils import timezone
 
+from memory.actions.summarize import do_summarize_topic
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.constants import (
     DEPRECATED_GUARD_ERROR,
     EMPTY_TOPIC_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
-    TOPIC_SUMMARY_MAX_CHARS,
-    TOPIC_TITLE_MAX_CHARS,
     USER_POSITION_GUARD_ERROR,
 )
+from memory.lib.errors import Refused
+from memory.lib.text import UNTITLED_TOPIC, shown_topic_title
+from memory.lib.validation import check_summary, check_topic_title
 from memory.models import MemoryDecision, MemoryState, Message, Topic
-from memory.stores.persistent import UNTITLED, invalidate_persistent_memory, invalidate_topic_memory
+from memory.stores.memory_states import record_state_change
+from memory.stores.persistent import invalidate_topic_memory
 
 AgentAction = Literal["promote", "demote", "deprecate"]
 
@@ -54,9 +56,11 @@ _AGENT_TARGET = {
 }
 
 
-class CurationRefused(Exception):
-    """A curation or an edit that cannot be made (the guard, an empty topic, bad text);
-    the message says why, in words for the one who asked."""
+class CurationRefused(Refused):
+    """A curation that cannot be made (the guard, an empty or untitled topic); the message
+    says why, in words for the one who asked (the agent reads it word for word)."""
+
+    code = "curation_refused"
 
 
 def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
@@ -97,45 +101,6 @@ def do_user_curation(*, topic: Topic, state: MemoryState, user) -> MemoryDecisio
         return _apply_state(topic=topic, state=state, actor=MemoryDecision.Actor.USER, user=user)
 
 
-def do_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecision | None:
-    """The summary's include_in_memory, unless the user already chose, or the agent
-    promoted the topic explicitly and the user has not written in it since.
-
-    The caller holds the topic row (select_for_update) inside its transaction.
-    """
-    if topic.keep_in_memory_manually_set or topic.keep_in_memory == keep_in_memory:
-        return None
-    if (
-        not keep_in_memory
-        and topic.agent_promoted_through_seq is not None
-        and not topic.has_user_message_after(topic.agent_promoted_through_seq)
-    ):
-        return None  # the agent's promise stands until there is new evidence
-    before = topic.memory_state
-    topic.keep_in_memory = keep_in_memory
-    return _record_change(
-        topic=topic, before=before, actor=MemoryDecision.Actor.SUMMARIZER, fields=["keep_in_memory"]
-    )
-
-
-def check_topic_text(*, title: str | None, summary: str | None) -> tuple[str | None, str | None]:
-    """A user's title and summary, normalized, or CurationRefused saying what is wrong."""
-    if title is not None:
-        title = " ".join(title.split())
-        if not title:
-            raise CurationRefused("a topic needs a title")
-        if len(title) > TOPIC_TITLE_MAX_CHARS:
-            raise CurationRefused(f"a title has at most {TOPIC_TITLE_MAX_CHARS} characters")
-    if summary is not None:
-        summary = summary.strip()
-        if len(summary) > TOPIC_SUMMARY_MAX_CHARS:
-            raise CurationRefused(f"a summary has at most {TOPIC_SUMMARY_MAX_CHARS} characters")
-    for text in (title, summary):
-        if text and ("\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)):
-            raise CurationRefused("the text holds characters that cannot be stored")
-    return title, summary
-
-
 def do_user_edit_topic(
     *, topic: Topic, user, title: str | None = None, summary: str | None = None
 ) -> MemoryDecision | None:
@@ -145,7 +110,8 @@ def do_user_edit_topic(
     keeps it); the next summary then starts from it. Audited, and the scope's memory
     cache is invalidated when the topic is in memory.
     """
-    title, summary = check_topic_text(title=title, summary=summary)
+    title = None if title is None else check_topic_title(title)
+    summary = None if summary is None else check_summary(summary)
     with transaction.atomic():
         topic = _locked(topic.pk)
         new_title = topic.title if title is None else title
@@ -199,8 +165,6 @@ def _prepare_entry(*, topic: Topic, state: MemoryState) -> None:
     topic = Topic.objects.get(pk=topic.pk)  # the caller's copy may be stale
     _check_not_empty(topic)
     if _needs_summary(topic, state) and not topic.edit_stands:  # a summary would not apply
-        from memory.actions.summarize import do_summarize_topic  # summarize imports this module
-
         do_summarize_topic(topic_id=topic.pk)
 
 
@@ -209,7 +173,7 @@ def _check_entry(*, topic: Topic, state: MemoryState) -> None:
     if state == MemoryState.NONE:
         return
     _check_not_empty(topic)
-    if topic.title.strip() in ("", UNTITLED):
+    if shown_topic_title(topic.title) == UNTITLED_TOPIC:
         raise CurationRefused(
             "this topic has no title yet and none could be made from it: give it a title "
             "(Edit), then try again."
@@ -254,35 +218,13 @@ def _apply_state(
             publish_on_commit(topic.session_id, _updated(topic))
         return None
     publish_on_commit(topic.session_id, _updated(topic))
-    return _record_change(
+    return record_state_change(
         topic=topic,
         before=before,
         actor=actor,
         user=user,
         fields=["keep_in_memory", "deprecated", *fields],
     )
-
-
-def _record_change(
-    *, topic: Topic, before: MemoryState, actor: str, fields: list[str], user=None
-) -> MemoryDecision | None:
-    after = topic.memory_state
-    if before == MemoryState.NONE and after != MemoryState.NONE:
-        topic.memory_changed_at = timezone.now()
-        fields.append("memory_changed_at")
-    topic.save(update_fields=fields)
-    if before == after:
-        return None
-    decision = MemoryDecision.objects.create(
-        topic=topic,
-        topic_title=topic.title,
-        actor=actor,
-        user=user,
-        from_state=before,
-        to_state=after,
-    )
-    invalidate_persistent_memory(topic.session.memory_scope_key)
-    return decision
 
 
 def _updated(topic: Topic):

@@ -14,16 +14,20 @@ the caller's own); ``via`` says who asked: the user (page or API) or an operator
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count
 
 from memory.events import publish_on_commit, session_deleted, topic_deleted
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
-from memory.models import Deletion, MemoryDecision, Message, Session, Topic
+from memory.lib.errors import Conflict
+from memory.models import IN_MEMORY, Deletion, MemoryDecision, Message, Session, Topic
+from memory.stores.leases import session_lock
 from memory.stores.persistent import invalidate_persistent_memory
 
 
-class DeletionRefused(Exception):
+class DeletionRefused(Conflict):
     """The deletion cannot be made (the active topic); the message says why."""
+
+    code = "active_topic"
 
 
 def check_topic_deletion(*, topic: Topic) -> None:
@@ -32,12 +36,13 @@ def check_topic_deletion(*, topic: Topic) -> None:
 
 
 def do_delete_session(*, session: Session, deleted_by, via: str = Deletion.Via.USER) -> Deletion:
-    """Delete the session and everything in it; returns the audit row."""
-    with transaction.atomic():
+    """Delete the session and everything in it; returns the audit row. Never in the middle
+    of one of its turns: whoever asks (the user's page or API, an operator in admin) waits
+    for the session lock like a message does, and gets TurnBusy when the turn goes on."""
+    with session_lock(session.pk), transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         topics = Topic.objects.filter(session_id=session.pk)
-        in_memory = Q(keep_in_memory=True) | Q(deprecated=True)
-        counts = topics.aggregate(topics=Count("pk"), memory=Count("pk", filter=in_memory))
+        counts = topics.aggregate(topics=Count("pk"), memory=Count("pk", filter=IN_MEMORY))
         record = _record(
             session,
             kind=Deletion.Kind.SESSION,
@@ -63,7 +68,7 @@ def do_delete_topic(*, topic: Topic, deleted_by, via: str = Deletion.Via.USER) -
         session = Session.objects.select_for_update().get(pk=topic.session_id)
         topic = Topic.objects.select_for_update().get(pk=topic.pk)
         check_topic_deletion(topic=topic)
-        in_memory = topic.keep_in_memory or topic.deprecated
+        in_memory = topic.in_memory
         record = _record(
             session,
             kind=Deletion.Kind.TOPIC,

@@ -1,4 +1,4 @@
-"""The evaluation pipeline: one entry point, its guards, and the triggers that reach it.
+"""The evaluation pipeline: one entry point and its guards.
 
 :func:`evaluate_session` runs drift detection on the session's active topic, then either
 a silent fork (memory/actions/fork.py) or an in-place refresh of title, summary and
@@ -12,40 +12,23 @@ keep-in-memory. It is guarded three ways:
 * the fork itself re-checks, under the session row lock, that its topic is still the
   active one, so a retried or duplicated task never forks twice.
 
-Triggers. :func:`note_message_stored` (the message-send handler) enqueues an evaluation
-every ``DRIFT_INTERVAL_MESSAGES`` conversation messages: the spec's "five user-assistant
-turn pairs — ten messages" counts the user's messages and the assistant's replies, so
-tool results and the assistant's tool-call requests do not count (a tool-heavy turn is
-still one pair). The session row keeps that count (``Session.conversation_count``, taken
-with the sequence number), so the check costs nothing at any session length.
-:func:`request_exit_evaluation` (POST .../evaluate, socket disconnect)
-goes through a 2000 ms trailing-edge debounce per session that holds across processes:
-each trigger stores its due time on the session and schedules the task two seconds later
-carrying it; a task whose due time is no longer the latest does nothing.
-
-Durable. Every trigger first records ``Session.evaluation_due_at``, and an evaluation
-that finishes clears it. A task lost with the broker, a worker killed mid-evaluation, a
-trigger skipped because the session was busy: the request stays due, and the periodic
-sweep (memory/actions/sweep.py) enqueues it again, so such faults only delay an evaluation.
-
-Where the work runs. With a worker (the full mode) tasks go to Celery after commit. In
-the embedded mode tasks would run inline (``task_always_eager``), blocking the request
-and ignoring the countdown, so a daemon timer thread in this process runs them instead.
+When it runs is memory/actions/scheduling.py's business: the triggers, the debounce, the
+durable request (``Session.evaluation_due_at``, cleared here when an evaluation finishes)
+and the sweep.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Literal
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from memory.actions.fork import do_silent_fork, get_drift_detector, plan_fork
+from memory.actions.fork import do_silent_fork, plan_fork
 from memory.actions.summarize import (
     PreparedSummary,
     apply_summary,
@@ -56,8 +39,7 @@ from memory.actions.summarize import (
     with_fresh_summary,
 )
 from memory.drift.detectors import DriftDetector
-from memory.lib.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
-from memory.lib.outage import broker_breaker
+from memory.drift.llm import get_drift_detector
 from memory.models import Message, Session, Topic
 from memory.stores import leases
 
@@ -70,98 +52,6 @@ class EvaluationOutcome:
     detail: str
     topic_id: int | None = None  # the topic that was evaluated
     new_topic_id: int | None = None  # the topic a fork created
-
-
-# --- triggers -----------------------------------------------------------------------------
-
-
-def note_message_stored(*, session: Session, message: Message) -> None:
-    """Call right after ``session.append_message`` stored ``message`` (the session's
-    ``conversation_count`` is then its count). Records an evaluation as due and enqueues
-    it, after commit, when that message is the tenth, twentieth... conversation message
-    of the session: no query for the others, whatever the session's length. Never
-    raises."""
-    try:
-        if message.is_conversation and session.conversation_count % DRIFT_INTERVAL_MESSAGES == 0:
-            # An earlier request still waiting keeps its (earlier) due time.
-            Session.objects.filter(pk=session.pk, evaluation_due_at=None).update(
-                evaluation_due_at=timezone.now()
-            )
-            enqueue_evaluation(session_id=session.pk, reason="interval")
-    except Exception:  # best effort: a lost heartbeat must never fail the message
-        logger.exception("could not schedule the interval evaluation of session %s", session.pk)
-
-
-def request_exit_evaluation(*, session_id: int) -> None:
-    """An exit trigger: evaluate about two seconds after the last of a burst. Never raises.
-
-    The due time stored on the session is the debounce token: a later trigger moves it,
-    and the task carrying an earlier one then does nothing."""
-    try:
-        due = timezone.now() + timedelta(seconds=EXIT_DEBOUNCE_SECONDS)
-        Session.objects.filter(pk=session_id).update(evaluation_due_at=due)
-        enqueue_evaluation(
-            session_id=session_id,
-            reason="exit",
-            debounce_token=due.isoformat(),
-            countdown=EXIT_DEBOUNCE_SECONDS,
-        )
-    except Exception:  # fire-and-forget: the user's exit is never blocked
-        logger.exception("could not schedule the exit evaluation of session %s", session_id)
-
-
-def enqueue_evaluation(
-    *, session_id: int, reason: str, debounce_token: str | None = None, countdown: float = 0.0
-) -> None:
-    """Schedule ``evaluate_session_task`` once the current transaction commits. When the
-    broker cannot take it, the evaluation stays due in the database and the sweep
-    (memory/actions/sweep.py) enqueues it later."""
-    from memory.tasks import evaluate_session_task  # the task module imports this one
-
-    def send() -> None:
-        try:
-            if evaluate_session_task.app.conf.task_always_eager:
-                _start_in_background(
-                    session_id=session_id,
-                    reason=reason,
-                    debounce_token=debounce_token,
-                    delay=countdown,
-                )
-            elif broker_breaker.allows():
-                with broker_breaker.watch():
-                    evaluate_session_task.apply_async(
-                        args=[session_id, reason, debounce_token],
-                        countdown=countdown,
-                        retry=False,
-                    )
-        except Exception:
-            logger.warning(
-                "could not enqueue the evaluation of session %s; the sweep will", session_id
-            )
-
-    transaction.on_commit(send)
-
-
-def _start_in_background(
-    *, session_id: int, reason: str, debounce_token: str | None, delay: float
-) -> None:
-    timer = threading.Timer(
-        delay,
-        _evaluate_in_background,
-        kwargs={"session_id": session_id, "reason": reason, "debounce_token": debounce_token},
-    )
-    timer.name = f"evaluate-session-{session_id}"
-    timer.daemon = True
-    timer.start()
-
-
-def _evaluate_in_background(*, session_id: int, reason: str, debounce_token: str | None) -> None:
-    try:
-        run_evaluation(session_id=session_id, reason=reason, debounce_token=debounce_token)
-    except Exception:
-        logger.exception("evaluation of session %s failed", session_id)
-    finally:
-        connections.close_all()  # this thread's connections only
 
 
 # --- the entry point ----------------------------------------------------------------------
@@ -199,7 +89,7 @@ def evaluate_session(
 ) -> EvaluationOutcome:
     """Evaluate the session's active topic: a silent fork on drift, else a refresh.
 
-    ``detector`` defaults to the one settings choose (memory.actions.fork.get_drift_detector).
+    ``detector`` defaults to the one settings choose (memory/drift/llm.py).
     A second evaluation of a busy session is skipped (the session's lease is taken); the
     request stays due, so the sweep runs it later.
     """

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import models, transaction
 from django.utils.dateparse import parse_datetime
 
+from memory.lib.errors import InvalidInput
 from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import FactError, check_fact_key, check_fact_value, check_facts_limits
 from memory.stores.persistent import invalidate_persistent_memory
@@ -42,8 +43,11 @@ _TOPIC_FLAGS = (
 _TOPIC_DATES = ("created_at", "closed_at", "summarized_at", "memory_changed_at")
 
 
-class ImportRefused(ValueError):
+class ImportRefused(InvalidInput):
     """The document cannot be imported; the message names the field and the problem."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="document", code="invalid_document")
 
 
 @dataclass(frozen=True)

@@ -53,12 +53,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory.actions.curation import do_summarizer_flag
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.text import UNTITLED_TOPIC, clip, one_line
 from memory.lib.tokens import estimate_tokens
 from memory.llm import LLMError, get_chat_model
 from memory.models import Message, Notes, Topic
+from memory.stores.memory_states import apply_summarizer_flag
 from memory.stores.persistent import invalidate_persistent_memory
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ SUMMARY_PROMPT = """Summarize this conversation. Return a JSON object with:
 TITLE_LIMIT = 120  # characters; the column holds 200
 FALLBACK_TITLE_LIMIT = 60
 FALLBACK_SUMMARY_LIMIT = 300
-UNTITLED = "Untitled topic"
 
 # What one message may contribute to the transcript, in characters. A tool result is
 # evidence of what was done, rarely worth more than its gist; the user's and the
@@ -184,11 +184,11 @@ def summary_input(
     before: list[str] = []
     if previous is not None:
         title, text = previous
-        text = _clip_tail(text.strip(), budget // PREVIOUS_SUMMARY_SHARE * 4, keep="head")
+        text = clip(text.strip(), budget // PREVIOUS_SUMMARY_SHARE * 4, keep="head")
         before.append(f"Summary so far (title: {title}):\n{text}")
     after: list[str] = []
     if notes.strip():
-        notes_text = _clip_tail(notes.strip(), budget // NOTES_SHARE * 4, keep="tail")
+        notes_text = clip(notes.strip(), budget // NOTES_SHARE * 4, keep="tail")
         after.append(f"Notes for this topic:\n{notes_text}")
     heading = "Conversation since then:" if previous is not None else "Conversation:"
 
@@ -253,28 +253,18 @@ def _newest_that_fit(lines: list[str], available: int, *, keep_first: int | None
 def _transcript_line(message: Message) -> str:
     if message.role == Message.Role.TOOL:
         name = message.tool_name or message.tool_call_id or "tool"
-        return f"Tool result ({name}): {_clip_tail(message.content, TOOL_RESULT_CHARS)}"
+        return f"Tool result ({name}): {clip(message.content, TOOL_RESULT_CHARS)}"
     if message.role == Message.Role.USER:
-        return f"User: {_clip_tail(message.content, MESSAGE_CHARS)}"
-    lines = [f"Assistant: {_clip_tail(message.content, MESSAGE_CHARS)}"] if message.content else []
+        return f"User: {clip(message.content, MESSAGE_CHARS)}"
+    lines = [f"Assistant: {clip(message.content, MESSAGE_CHARS)}"] if message.content else []
     for call in message.tool_calls or ():
         function = (call.get("function") or {}) if isinstance(call, dict) else {}
         name = function.get("name") or "tool"
         arguments = function.get("arguments") or ""
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
-        lines.append(f"Assistant called {name}({_clip_tail(arguments, TOOL_ARGUMENT_CHARS)})")
+        lines.append(f"Assistant called {name}({clip(arguments, TOOL_ARGUMENT_CHARS)})")
     return "\n".join(lines) or "Assistant: (no text)"
-
-
-def _clip_tail(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
-    """``text`` cut to about ``limit`` characters, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    cut = len(text) - limit
-    if keep == "tail":
-        return f"[… {cut} earlier characters cut] " + text[-limit:]
-    return text[:limit] + f" [… {cut} characters cut]"
 
 
 # --- computing a summary ------------------------------------------------------------------
@@ -364,7 +354,7 @@ def parse_summary_answer(answer: object) -> tuple[str, str, bool]:
         raise LLMError("summary answer has no summary")
     # Only a strict boolean true promotes: "true", 1 and a missing key are all false.
     include = answer.get("include_in_memory") is True
-    return _clip(" ".join(title.split()), TITLE_LIMIT), summary.strip(), include
+    return one_line(title, TITLE_LIMIT, at_word=True), summary.strip(), include
 
 
 def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicSummary:
@@ -375,7 +365,7 @@ def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicS
     text = " ".join(first.split())
     return TopicSummary(
         title=fallback_title(first),
-        summary=_clip(text, FALLBACK_SUMMARY_LIMIT),
+        summary=one_line(text, FALLBACK_SUMMARY_LIMIT, at_word=True),
         keep_in_memory=False,
         fallback=True,
         detail=detail,
@@ -390,17 +380,7 @@ def fallback_title(text: str) -> str:
     word boundary."""
     first_line = next((line for line in text.splitlines() if line.strip()), "")
     plain = _MARKDOWN_MARKUP.sub("", first_line)
-    return _clip(" ".join(plain.split()), FALLBACK_TITLE_LIMIT) or UNTITLED
-
-
-def _clip(text: str, limit: int) -> str:
-    """Cut at the last word boundary before ``limit`` and mark the cut with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    if " " in cut[limit // 2 :]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:.-") + "…"
+    return one_line(plain, FALLBACK_TITLE_LIMIT, at_word=True) or UNTITLED_TOPIC
 
 
 # --- prepare with no lock, confirm under it -----------------------------------------------
@@ -542,10 +522,10 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
                 "summarized_at",
             ]
         )
-    if text_changed and (topic.keep_in_memory or topic.deprecated):
+    if text_changed and topic.in_memory:
         invalidate_persistent_memory(topic.session.memory_scope_key)
     before = topic.keep_in_memory
-    do_summarizer_flag(topic=topic, keep_in_memory=summary.keep_in_memory)
+    apply_summarizer_flag(topic=topic, keep_in_memory=summary.keep_in_memory)
     return text_changed or topic.keep_in_memory != before
 
 

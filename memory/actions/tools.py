@@ -26,8 +26,10 @@ from typing import Any, Protocol
 
 from django.db import transaction
 
-from memory.actions.curation import CurationRefused, do_agent_curation
-from memory.lib.validation import InvalidInput, loads_json
+from memory.actions.curation import do_agent_curation
+from memory.lib.errors import InvalidInput, Refused
+from memory.lib.text import one_line
+from memory.lib.validation import loads_json
 from memory.llm import ToolCall
 from memory.models import Message, Session, Topic
 from memory.stores.facts import read_facts, set_fact, unset_fact
@@ -124,8 +126,10 @@ class ToolSource(Protocol):
     def call(self, name: str, arguments: dict) -> str: ...
 
 
-class ToolError(Exception):
+class ToolError(Refused):
     """A call the model can correct; the message is shown to it as the error."""
+
+    code = "invalid_call"
 
 
 def builtin_tool_schemas() -> list[dict]:
@@ -170,8 +174,8 @@ def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[
         return {"error": f"unknown tool {call.name!r}"}
     try:
         arguments = _parse_arguments(call.arguments)
-    except ToolError as err:
-        return {"error": str(err)}
+    except Refused as refused:
+        return tool_refusal(refused)
     if handler is None:
         return _run_other(other, call.name, arguments)
     try:
@@ -180,13 +184,17 @@ def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[
         # transaction or the calls that follow.
         with transaction.atomic():
             return handler(session, arguments)
-    except (ToolError, CurationRefused) as err:
-        return {"error": str(err)}
-    except InvalidInput as err:  # a limit met says which one and how much room is left
-        return {"error": err.message, **getattr(err, "details", {})}
+    except Refused as refused:  # the guard's words, or a limit met, reach the model
+        return tool_refusal(refused)
     except Exception:
         logger.exception("built-in tool %s failed in session %s", call.name, session.pk)
         return {"error": f"{call.name} failed unexpectedly; nothing was changed"}
+
+
+def tool_refusal(refused: Refused) -> dict[str, Any]:
+    """A refusal as the model reads it: what is wrong, and for a limit met, which one and
+    how much room is left (a fact's ``details``). One mapping for every built-in."""
+    return {"error": refused.message, **getattr(refused, "details", {})}
 
 
 def _other_has(other: ToolSource | None, name: str) -> bool:
@@ -204,7 +212,7 @@ def _run_other(other: ToolSource, name: str, arguments: dict) -> dict[str, Any]:
         text = other.call(name, arguments)
     except Exception as err:  # Anything a foreign tool raises is the model's to read.
         logger.warning("tool %s failed: %s", name, err)
-        return {"error": f"{name} failed: {_one_line(str(err)) or type(err).__name__}"}
+        return {"error": f"{name} failed: {one_line(str(err), 300) or type(err).__name__}"}
     text = text if isinstance(text, str) else str(text)
     if len(text) > MAX_TOOL_RESULT_CHARS:
         return {"result": text[:MAX_TOOL_RESULT_CHARS], "truncated": True}
@@ -371,8 +379,3 @@ def _topic_id(raw: object) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ToolError("topic_id must be an integer")
     return raw
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,9 +1,11 @@
-"""A new topic started by the user.
+"""Closing a topic, and a new topic started by the user.
 
-The prior topic is summarized before the new one becomes active, and its notes are
-archived only after that summary exists: closing one line of work and starting the next
-are a single step from memory's point of view (one transaction, under the session row
-lock that every message append takes first), and no model call runs under that lock.
+A topic closes in one way, whoever closes it (the user's new topic here, a drift fork in
+memory/actions/fork.py): its summary is applied, then its notes are archived (only once
+the summary exists, since it is made from them), then it stops being the active topic.
+Closing one line of work and starting the next are a single step from memory's point of
+view: one transaction, under the session row lock that every message append takes first,
+and no model call runs under that lock.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from django.utils import timezone
 
 from memory.actions.summarize import (
     PreparedSummary,
+    TopicSummary,
     apply_summary,
     confirm_summary,
     prepare_summary,
@@ -22,12 +25,30 @@ from memory.actions.summarize import (
 )
 from memory.events import publish_on_commit, topic_created
 from memory.models import Notes, Session, Topic
+from memory.stores.leases import session_lock
 
 
-def do_start_user_topic(*, session: Session) -> Topic:
-    """Close the active topic (summarized, notes archived) and start a new active one.
+def close_topic(topic: Topic, *, summary: TopicSummary | None, evaluated_through: int) -> None:
+    """Close ``topic`` (locked by the caller, in its transaction): apply its summary (None:
+    a topic with nothing to summarize), archive its notes, mark it evaluated through
+    ``evaluated_through`` and no longer active. The caller makes the next topic active."""
+    if summary is not None:
+        apply_summary(topic=topic, summary=summary)
+    Notes.objects.filter(topic=topic).archive()  # only now that the summary exists
+    topic.is_active = False
+    topic.closed_at = timezone.now()
+    topic.evaluated_through_seq = max(topic.evaluated_through_seq, evaluated_through)
+    topic.save(update_fields=["is_active", "closed_at", "evaluated_through_seq"])
+    if summary is not None:
+        publish_topic_updated(topic, reason="summary")
 
-    The summary call is made before the lock is taken; inside it, the summary is used
+
+def do_new_topic(*, session: Session) -> Topic:
+    """Close the active topic (summarized, notes archived) and start a new active one,
+    never during a turn of the session (the session lock, memory/stores/leases.py: it
+    raises TurnBusy when a turn is running).
+
+    The summary call is made before the row lock is taken; inside it, the summary is used
     only if the topic's messages and notes are still the ones summarized (otherwise the
     lock is released and it is made again: no model call ever runs under the lock). A
     prior topic without messages is closed without a summary, since there is nothing to
@@ -40,12 +61,13 @@ def do_start_user_topic(*, session: Session) -> Topic:
             return None
         return prepare_summary(topic=current)
 
-    return with_fresh_summary(
-        prepare,
-        lambda prepared, accept_stale: _start_locked(
-            session=session, prepared=prepared, accept_stale=accept_stale
-        ),
-    )
+    with session_lock(session.pk):
+        return with_fresh_summary(
+            prepare,
+            lambda prepared, accept_stale: _start_locked(
+                session=session, prepared=prepared, accept_stale=accept_stale
+            ),
+        )
 
 
 def _start_locked(
@@ -61,17 +83,14 @@ def _start_locked(
         )
         if prior is not None:
             history = topic_history(prior)
+            summary = None
             if history:
                 summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
-                apply_summary(topic=prior, summary=summary)
-            Notes.objects.filter(topic=prior).archive()  # only now that the summary exists
-            prior.is_active = False
-            prior.closed_at = timezone.now()
-            if history:
-                prior.evaluated_through_seq = max(prior.evaluated_through_seq, history[-1].seq)
-            prior.save(update_fields=["is_active", "closed_at", "evaluated_through_seq"])
-            if history:
-                publish_topic_updated(prior, reason="summary")
+            close_topic(
+                prior,
+                summary=summary,
+                evaluated_through=history[-1].seq if history else prior.evaluated_through_seq,
+            )
         topic = Topic.objects.create(session_id=session.pk, origin=Topic.Origin.USER)
         Session.objects.filter(pk=session.pk).exclude(drift_result="").update(drift_result="")
         publish_on_commit(

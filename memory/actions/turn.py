@@ -19,11 +19,8 @@ turn gets an error record ("the reply was interrupted") the user can retry.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,11 +28,9 @@ from django.conf import settings
 from django.db import connection
 
 from memory.actions.context import ContextStack, assemble_context, render_window
-from memory.actions.deletion import do_delete_session
-from memory.actions.evaluation import note_message_stored
 from memory.actions.mcp import McpToolSource, declared_servers
+from memory.actions.scheduling import note_message_stored
 from memory.actions.tools import dispatch_tool_calls
-from memory.actions.topics import do_start_user_topic
 from memory.events import (
     flush_outbox,
     outbox,
@@ -47,51 +42,35 @@ from memory.events import (
     turn_started,
 )
 from memory.lib.deltas import DeltaBatcher
-from memory.lib.errors import log_error, public_failure
+from memory.lib.errors import Conflict, Refused, log_error, public_failure
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
-from memory.models import Deletion, Message, Session, Topic
+from memory.models import Message, Session, Topic
 from memory.stores import leases
-from memory.stores.messages import (
-    TURN_LEASE_PREFIX,
-    record_interrupted_turn,
-    store_message,
-    turn_lease_name,
-)
+from memory.stores.messages import store_message
 
 logger = logging.getLogger(__name__)
 
 # How many times one turn may answer with tool calls before it must reply in words.
 MAX_TOOL_ROUNDS = 5
 INTERNAL_ERROR_TEXT = "the reply failed because of an internal error; try again"
-TURN_IN_PROGRESS_MESSAGE = "a reply is still being generated"
-STOPPING_MESSAGE = "the server is restarting; send your message again in a moment"
 
 
-class TurnBusy(Exception):
-    """Another turn (or a topic change) of this session is running."""
-
-    def __init__(self) -> None:
-        super().__init__(TURN_IN_PROGRESS_MESSAGE)
-
-
-class ServerStopping(Exception):
-    """This server process is shutting down and takes no new turn."""
-
-    def __init__(self) -> None:
-        super().__init__(STOPPING_MESSAGE)
-
-
-class AccessEnded(Exception):
+class AccessEnded(Refused):
     """The session's user lost access mid-turn (left the organization, was deactivated):
     the model is not asked again."""
+
+    code = "access_ended"
+    status = 403
 
     def __init__(self) -> None:
         super().__init__("the turn stopped: you no longer have access to this session")
 
 
-class NothingToRetry(Exception):
+class NothingToRetry(Conflict):
     """The active topic has no unanswered user message to run the turn for."""
+
+    code = "nothing_to_retry"
 
 
 @dataclass
@@ -113,57 +92,6 @@ class TurnResult:
                 cached_tokens=self.usage.cached_tokens + usage.cached_tokens,
                 completion_tokens=self.usage.completion_tokens + usage.completion_tokens,
             )
-
-
-# Set when the process is asked to stop (driftless/serve.py): new turns are refused.
-_stopping = threading.Event()
-
-
-@contextmanager
-def _session_lock(session_id: int) -> Iterator[leases.Held]:
-    """The session's turn lease, held while a turn or a topic change runs. Taking over
-    the lease of a process that died mid-turn leaves that turn's error record first."""
-    if _stopping.is_set():
-        raise ServerStopping()
-    held = _acquire_turn_lease(session_id)
-    try:
-        if held.took_over:
-            record_interrupted_turn(session_id=session_id)
-        yield held
-    finally:
-        leases.release(held)
-
-
-def _acquire_turn_lease(session_id: int) -> leases.Held:
-    """The lease, waiting up to TURN_BUSY_WAIT_SECONDS for the turn before it to end: a
-    message sent the moment a reply appears (before ``turn.done``) waits instead of being
-    refused. A turn still running after that is TurnBusy."""
-    deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
-    while True:
-        try:
-            return leases.acquire(turn_lease_name(session_id))
-        except leases.LeaseBusy:
-            if time.monotonic() >= deadline:
-                raise TurnBusy() from None
-        time.sleep(0.1)
-
-
-def stop_accepting_turns() -> None:
-    """Refuse new turns from now on (a graceful shutdown has begun)."""
-    _stopping.set()
-
-
-def interrupt_running_turns() -> int:
-    """Mark the turns this process still runs as interrupted and free their sessions;
-    the last step of a graceful shutdown. Returns how many there were."""
-    running = leases.held_by_this_process(TURN_LEASE_PREFIX)
-    for held in running:
-        try:
-            record_interrupted_turn(session_id=int(held.name.removeprefix(TURN_LEASE_PREFIX)))
-        except Exception:
-            logger.exception("could not record the interrupted turn of %s", held.name)
-        leases.release(held)
-    return len(running)
 
 
 def do_send_message(*, session: Session, content: str) -> TurnResult:
@@ -198,23 +126,11 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     start (the user's message, turn.started) before the model is asked, the reply deltas
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
-        with _session_lock(session.pk):
+        with leases.session_lock(session.pk):
             result = _run_turn(session=session, user_message=user_message())
         _announce_done(session, result)
         _give_back_connection()  # before the end is published
     return result
-
-
-def do_new_topic(*, session: Session) -> Topic:
-    """Start a new topic (the prior one is summarized first), never during a turn."""
-    with _session_lock(session.pk):
-        return do_start_user_topic(session=session)
-
-
-def do_delete_session_between_turns(*, session: Session, deleted_by, via: str) -> Deletion:
-    """Delete a session (memory/actions/deletion.py), never in the middle of one of its turns."""
-    with _session_lock(session.pk):
-        return do_delete_session(session=session, deleted_by=deleted_by, via=via)
 
 
 def _run_turn(*, session: Session, user_message: Message) -> TurnResult:

@@ -1,7 +1,5 @@
 """The constants of the specification (spec/memory-architecture.txt)."""
 
-from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
-
 # Topics with fewer than this many messages are forced to keepInMemory: false
 # regardless of the LLM's include_in_memory response.
 MIN_MEMORY_TURNS = 5
@@ -38,7 +36,3 @@ EMPTY_TOPIC_ERROR = "this topic has no messages yet: there is nothing to remembe
 ACTIVE_TOPIC_DELETE_ERROR = (
     "the active topic cannot be deleted; start a new topic first, or delete the session."
 )
-
-# A user's corrected title and summary: the limits of docs/limits.md.
-TOPIC_TITLE_MAX_CHARS = MAX_TITLE_CHARS
-TOPIC_SUMMARY_MAX_CHARS = MAX_SUMMARY_CHARS

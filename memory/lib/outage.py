@@ -9,7 +9,7 @@
   reply delta a connection attempt and a logged traceback.
 * Evaluation tasks are recorded as due in the database before they are enqueued; the
   broker breaker skips the broker for a few seconds after it failed, and the sweep
-  (memory/actions/sweep.py) enqueues whatever is overdue once it is back.
+  (memory/actions/scheduling.py) enqueues whatever is overdue once it is back.
 
 Each breaker opens for ``cooldown`` seconds after a failure and closes by itself, so
 everything recovers when Redis returns, with no restart.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memory.lib.text import one_line
+
 _LIMIT = 120
 _STATE_WORDS = {
     "promoted": "is in memory",
@@ -90,6 +92,6 @@ def _as_dict(value: Any) -> dict:
 
 
 def _short(value: Any, limit: int = _LIMIT) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), limit
+    )

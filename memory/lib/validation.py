@@ -2,9 +2,9 @@
 
 Every text or JSON value a person, a program or the model hands the domain passes a
 ``check_*`` function here (or beside its workflow, built on these): the REST API maps the
-:class:`InvalidInput` they raise to a 400 naming the field, the websocket to an ``error``
-frame with the same code and message, the agent's tools to an error result. So REST and
-the socket accept and refuse exactly the same inputs.
+:class:`~memory.lib.errors.InvalidInput` they raise to a 400 naming the field, the websocket
+to an ``error`` frame with the same code and message, the agent's tools to an error
+result. So REST and the socket accept and refuse exactly the same inputs.
 
 What is refused: a value of the wrong type (no silent coercion: ``123`` is not the text
 ``"123"``), text holding NUL (U+0000, which PostgreSQL cannot store) or a lone surrogate
@@ -18,22 +18,13 @@ import json
 import re
 from typing import Any
 
+from memory.lib.errors import InvalidInput
 from memory.lib.limits import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.text import one_line
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # A JSON string (skipped whole) or a bracket: what nesting depth is counted from.
 _JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
-
-
-class InvalidInput(ValueError):
-    """Input a domain check refused. ``field`` names the input, ``code`` is stable for
-    programs (the websocket's error code), ``message`` says what is wrong, for people."""
-
-    def __init__(self, message: str, *, field: str, code: str = "invalid") -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        self.code = code
 
 
 def check_text(
@@ -107,12 +98,21 @@ def check_message_content(content: object) -> str:
 
 
 def check_title(title: object, *, field: str = "title") -> str:
-    """A session's or topic's title (may be empty: a title is then made for it)."""
+    """A session's title, or a topic's as stored (may be empty: a title is then made)."""
     return check_text(title, field=field, max_chars=MAX_TITLE_CHARS)
 
 
+def check_topic_title(title: object) -> str:
+    """A topic's title as a person sets it (the user, an operator): one line, not empty."""
+    title = one_line(check_title(title))
+    if not title:
+        raise InvalidInput("a topic needs a title", field="title", code="empty")
+    return title
+
+
 def check_summary(summary: object, *, field: str = "summary") -> str:
-    return check_text(summary, field=field, max_chars=MAX_SUMMARY_CHARS)
+    """A topic's summary, surrounding blanks trimmed."""
+    return check_text(summary, field=field, max_chars=MAX_SUMMARY_CHARS).strip()
 
 
 def check_json_value(value: Any, *, field: str) -> Any:

@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db import transaction
 
+from memory.lib.errors import InvalidInput
 from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACTS, MAX_FACTS_TOKENS
 from memory.lib.tokens import estimate_tokens
-from memory.lib.validation import InvalidInput, check_json_value, check_unicode
+from memory.lib.validation import check_json_value, check_unicode
 from memory.models import ImportantInfo
 
 

@@ -23,10 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from memory.lib.errors import Conflict, Unavailable
 from memory.models import Lease
+from memory.stores.messages import record_interrupted_turn
 
 logger = logging.getLogger(__name__)
 
@@ -150,3 +153,84 @@ class _Renewer:
 
 
 _renewer = _Renewer()
+
+
+# --- the session lock: one turn (or topic change, or deletion) of a session at a time -------
+
+TURN_LEASE_PREFIX = "turn:"
+TURN_IN_PROGRESS_MESSAGE = "a reply is still being generated"
+STOPPING_MESSAGE = "the server is restarting; send your message again in a moment"
+
+
+class TurnBusy(Conflict):
+    """Another turn (or a topic change, or a deletion) of this session is running."""
+
+    code = "turn_in_progress"
+
+    def __init__(self) -> None:
+        super().__init__(TURN_IN_PROGRESS_MESSAGE)
+
+
+class ServerStopping(Unavailable):
+    """This server process is shutting down and takes no new turn."""
+
+    code = "server_restarting"
+
+    def __init__(self) -> None:
+        super().__init__(STOPPING_MESSAGE)
+
+
+def turn_lease_name(session_id: int) -> str:
+    return f"{TURN_LEASE_PREFIX}{session_id}"
+
+
+# Set when the process is asked to stop (driftless/serve.py): new turns are refused.
+_stopping = threading.Event()
+
+
+@contextmanager
+def session_lock(session_id: int) -> Iterator[Held]:
+    """The session's turn lease, held while a turn, a topic change or a deletion of the
+    session runs, whoever asks (the socket, REST, the pages, admin). It waits up to
+    ``TURN_BUSY_WAIT_SECONDS`` for the holder before it: a message sent the moment a reply
+    appears (before ``turn.done``) waits instead of being refused; still held after that
+    is :class:`TurnBusy`. Taking over the lease of a process that died mid-turn leaves that
+    turn's error record first."""
+    if _stopping.is_set():
+        raise ServerStopping()
+    held = _acquire_waiting(turn_lease_name(session_id))
+    try:
+        if held.took_over:
+            record_interrupted_turn(session_id=session_id)
+        yield held
+    finally:
+        release(held)
+
+
+def _acquire_waiting(name: str) -> Held:
+    deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
+    while True:
+        try:
+            return acquire(name)
+        except LeaseBusy:
+            if time.monotonic() >= deadline:
+                raise TurnBusy() from None
+        time.sleep(0.1)
+
+
+def stop_accepting_turns() -> None:
+    """Refuse new turns from now on (a graceful shutdown has begun)."""
+    _stopping.set()
+
+
+def interrupt_running_turns() -> int:
+    """Mark the turns this process still runs as interrupted and free their sessions;
+    the last step of a graceful shutdown. Returns how many there were."""
+    running = held_by_this_process(TURN_LEASE_PREFIX)
+    for held in running:
+        try:
+            record_interrupted_turn(session_id=int(held.name.removeprefix(TURN_LEASE_PREFIX)))
+        except Exception:
+            logger.exception("could not record the interrupted turn of %s", held.name)
+        release(held)
+    return len(running)

@@ -5,13 +5,7 @@ from django.db.models import Sum
 from memory.events import message_created, publish_on_commit, turn_error
 from memory.models import Message, Session, Topic
 
-# The lease (memory/stores/leases.py) held while a turn of the session runs.
-TURN_LEASE_PREFIX = "turn:"
 INTERRUPTED_TEXT = "the reply was interrupted (the server stopped); try again"
-
-
-def turn_lease_name(session_id: int) -> str:
-    return f"{TURN_LEASE_PREFIX}{session_id}"
 
 
 def store_message(*, session: Session, topic: Topic | None = None, **fields) -> Message:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from memory.lib.errors import InvalidInput
 from memory.lib.limits import MAX_NOTES_CHARS
-from memory.lib.validation import InvalidInput, check_unicode
+from memory.lib.validation import check_unicode
 from memory.models import Notes, Topic
 
 

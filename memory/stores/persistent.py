@@ -35,13 +35,12 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F
 
+from memory.lib.text import DEPRECATED_PREFIX, shown_topic_title
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import Session, Topic
 
 # A safety net only: every change invalidates explicitly.
 CACHE_SECONDS = 24 * 60 * 60
-UNTITLED = "Untitled topic"
-DEPRECATED_PREFIX = "[DEPRECATED] "
 MEMORY_HEADER = (
     "## Persistent memory\n"
     "What you were asked to remember from earlier sessions, oldest first. "
@@ -106,7 +105,7 @@ def invalidate_topic_memory(*, topic: Topic) -> None:
     Call it whenever the title or summary of a topic changes, or a topic is deleted;
     it does nothing for topics that are neither promoted nor deprecated.
     """
-    if topic.keep_in_memory or topic.deprecated:
+    if topic.in_memory:
         invalidate_persistent_memory(
             Session.objects.only("agent_id", "user_id", "organization_id")
             .get(pk=topic.session_id)
@@ -166,7 +165,7 @@ def _fetch_entries(session: Session) -> tuple[MemoryEntry, ...]:
 
 
 def _entry(topic_id: int, session_id: int, title: str, summary: str, deprecated: bool):
-    title = " ".join(title.split()) or UNTITLED
+    title = shown_topic_title(title)
     summary = "" if deprecated else summary.strip()
     line = MemoryEntry(topic_id, session_id, title, summary, deprecated, 0).line
     return MemoryEntry(topic_id, session_id, title, summary, deprecated, estimate_tokens(line))

@@ -27,8 +27,9 @@ from django.contrib.postgres.search import (
     SearchVector,
 )
 from django.db import connection
-from django.urls import reverse
 
+from memory.lib.errors import InvalidInput
+from memory.lib.text import shown_topic_title
 from memory.models import Agent, ImportantInfo, Message, Session, Topic
 
 QUERY_MAX_CHARS = 200
@@ -41,8 +42,11 @@ PG_CONFIG = "simple"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-class SearchError(ValueError):
+class SearchError(InvalidInput):
     """The query cannot be searched; the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="q", code="invalid_query")
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,8 @@ class SearchHit:
     kind: Literal["fact", "topic", "message"]
     title: str  # the fact key, the topic title, or the title of the message's topic
     snippet: str  # plain text
-    session_id: int | None
+    session_id: int | None  # None for a fact (it is the whole answer)
     topic_id: int | None
-    url: str  # the chat page opened at the topic; "" for a fact (it is the whole answer)
 
     @property
     def kind_label(self) -> str:
@@ -62,12 +65,12 @@ class SearchHit:
 def check_search_query(query: object) -> list[str]:
     """The words of a query, or SearchError when there is nothing to search for."""
     if not isinstance(query, str):
-        raise SearchError("q: expected text")
+        raise SearchError("expected text")
     if len(query) > QUERY_MAX_CHARS:
-        raise SearchError(f"q: at most {QUERY_MAX_CHARS} characters")
+        raise SearchError(f"at most {QUERY_MAX_CHARS} characters")
     words = [word.casefold() for word in _WORD.findall(query)][:QUERY_MAX_WORDS]
     if not words:
-        raise SearchError("q: type at least one word")
+        raise SearchError("type at least one word")
     return words
 
 
@@ -99,10 +102,6 @@ def marked_segments(text: str, *, query: str) -> list[tuple[str, bool]]:
     return [segment for segment in segments if segment[0]]
 
 
-def topic_url(*, session_id: int, topic_id: int) -> str:
-    return f"{reverse('chat', args=[session_id])}#topic-{topic_id}"
-
-
 # --- facts: one small document per scope, matched in Python -------------------------------
 
 
@@ -115,7 +114,7 @@ def _facts(*, user, words: list[str]) -> list[SearchHit]:
         for key, value in sorted(document.data.items()):
             text = f"{key} {value}".casefold()
             if all(word in text for word in words):
-                hits.append(SearchHit("fact", key, str(value), None, None, ""))
+                hits.append(SearchHit("fact", key, str(value), None, None))
     return hits
 
 
@@ -206,22 +205,20 @@ class _sqlite:
 def _topic_hit(topic: Topic, snippet: str) -> SearchHit:
     return SearchHit(
         kind="topic",
-        title=topic.title or "Untitled topic",
+        title=shown_topic_title(topic.title),
         snippet=snippet or topic.title,
         session_id=topic.session_id,
         topic_id=topic.pk,
-        url=topic_url(session_id=topic.session_id, topic_id=topic.pk),
     )
 
 
 def _message_hit(message: Message, snippet: str) -> SearchHit:
     return SearchHit(
         kind="message",
-        title=message.topic.title or "Untitled topic",
+        title=shown_topic_title(message.topic.title),
         snippet=snippet,
         session_id=message.session_id,
         topic_id=message.topic_id,
-        url=topic_url(session_id=message.session_id, topic_id=message.topic_id),
     )
 
 

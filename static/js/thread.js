@@ -34,53 +34,12 @@
     return typeof parsed === "string" ? parsed : JSON.stringify(parsed, null, 2);
   }
 
-  function short(value, limit) {
-    const text = typeof value === "string" ? value : JSON.stringify(value);
-    return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
-  }
-
-  // What a tool call did, in one sentence: the same words as memory/lib/tool_words.py.
-  const STATE_WORDS = { promoted: "is in memory", none: "is not in memory", deprecated: "is deprecated (remembered as reversed)" };
-  const ACTION_WORDS = { promote: "Promoted “%” to memory", demote: "Took “%” out of memory", deprecate: "Deprecated “%”" };
+  // While a call runs; once its result arrives, the server's sentence (tool_sentence) says what it did.
   const RUNNING_WORDS = { important_info: "Checking the facts…", notes: "Working on the notes…", manage_topic_memory: "Changing what is remembered…" };
   const asObject = (value) => {
     const parsed = parseJson(value);
     return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
   };
-  const words = (value, limit) => short(typeof value === "string" ? value.split(/\s+/).join(" ").trim() : JSON.stringify(value), limit || 120);
-
-  function describeTool(name, argsText, resultText) {
-    const args = asObject(argsText);
-    const data = asObject(resultText);
-    const op = args.operation;
-    if ("error" in data) return name + " failed: " + words(data.error);
-    if (name === "important_info" && ["$set", "$unset", "read"].includes(op)) {
-      const key = data.key !== undefined ? data.key : args.key;
-      if (op === "$set") return "Remembered: " + key + " = " + words(data.value !== undefined ? data.value : args.value);
-      if (op === "$unset") return data.removed ? "Forgot: " + key : "Nothing stored under '" + key + "'";
-      if ("facts" in data) {
-        const entries = Object.entries(data.facts || {});
-        if (!entries.length) return "No facts stored yet.";
-        const listed = entries.map(([k, v]) => k + " = " + words(v, 40)).join("; ");
-        return words("Read " + entries.length + " fact" + (entries.length === 1 ? "" : "s") + ": " + listed);
-      }
-      return data.found ? key + " = " + words(data.value) : "Nothing stored under '" + key + "'";
-    }
-    if (name === "notes" && ["$set", "update", "read"].includes(op)) {
-      if (op === "$set") return "Noted: " + words(args.content || "");
-      if (op === "update") return "Rewrote the notes of this topic.";
-      if (data.title) return words("Looked up the earlier topic “" + data.title + "”.");
-      if (!data.notes) return "The notes are empty.";
-      return data.archived ? "Read the archived notes." : "Read the notes of this topic.";
-    }
-    if (name === "manage_topic_memory" && "memory_state" in data) {
-      const title = data.title || "this topic";
-      if (data.changed) return (ACTION_WORDS[args.action] || "Changed the memory of “%”").replace("%", title);
-      return "No change: “" + title + "” " + (STATE_WORDS[data.memory_state] || "is unchanged") + ".";
-    }
-    return name + " answered." + (data.truncated ? " (The answer was cut.)" : "");
-  }
-  D.describeTool = describeTool;
 
   D.createThread = function createThread({ root, scroller, agentName, onRetry, onOpenTopic, onLoadEarlier }) {
     const rendered = new Map(); // message id -> node
@@ -140,8 +99,9 @@
       return node;
     }
 
-    function showResult(chip, content) {
-      chip.sentence.textContent = describeTool(chip.name, chip.args, content);
+    function showResult(chip, message) {
+      const content = message.content;
+      chip.sentence.textContent = message.tool_sentence;
       const failed = "error" in asObject(content);
       chip.status.textContent = failed ? "failed" : "done";
       chip.status.classList.add(failed ? "failed" : "done");
@@ -178,14 +138,14 @@
     function addToolResult(message) {
       const chip = chips.get(message.tool_call_id);
       if (chip) {
-        showResult(chip, message.content);
+        showResult(chip, message);
         return null;
       }
       // Its call is in another topic (a fork moved it) or on an earlier page: the result alone.
       const node = toolChip({ id: "", name: message.tool_name || "tool", arguments: "" });
       const alone = { name: message.tool_name || "tool", args: "", sentence: node.querySelector(".tool-brief"), status: node.querySelector(".tool-status"), result: el("pre"), resultBox: el("div") };
       node.querySelector(".tool-detail").replaceChildren(el("h4", { text: "Result" }), alone.result);
-      showResult(alone, message.content);
+      showResult(alone, message);
       const part = el("div", { class: "part" }, el("div", { class: "tools" }, node));
       openGroup().body.append(part);
       return part;

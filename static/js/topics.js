@@ -86,7 +86,7 @@
     function title(id) {
       const topic = topics.get(id);
       if (!topic) return "";
-      return topic.title || (topic.is_active ? "Current topic" : "Untitled topic");
+      return !topic.title && topic.is_active ? "Current topic" : topic.shown_title;
     }
 
     function shownState(id) {

@@ -3,7 +3,7 @@
 import pytest
 
 from memory.actions.fork import ForkPlan, do_silent_fork
-from memory.actions.topics import do_start_user_topic
+from memory.actions.topics import do_new_topic
 from memory.models import Message, Session, Topic
 from tests.browser.helpers import in_thread
 
@@ -72,7 +72,7 @@ def test_a_drift_fork_on_the_server_appears_in_the_sidebar_without_a_reload(open
     assert "noodle" not in page.locator("#thread").inner_text()
 
     # A new topic started elsewhere (another tab, the REST API) shows up too.
-    started = in_thread(do_start_user_topic, session=Session.objects.get(pk=session.pk))
+    started = in_thread(do_new_topic, session=Session.objects.get(pk=session.pk))
     page.locator(f'.topic[data-topic-id="{started.pk}"].is-active').wait_for()
     assert page.locator(".topic").count() == 3
 

@@ -1,0 +1,129 @@
+"""The model decides whether the subject changed: the ``llm`` and ``auto`` drift detectors.
+
+One JSON call reads the window with the topic's title and summary so far and says whether
+and where a new subject begins, validated as strictly as a summary: ``drifted`` must be a
+boolean and ``start`` a turn inside the window; an unusable answer never forks. ``auto``
+skips the call when the window holds no user turn. With the offline model both run the
+model-free detector (memory/drift/detectors.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from memory.drift.detectors import DriftDetector, DriftVerdict, Turn, get_detector
+from memory.lib.text import one_line
+from memory.llm import ChatModel, LLMError, get_chat_model
+
+logger = logging.getLogger(__name__)
+
+DRIFT_PROMPT = """You watch a conversation for a change of subject. Its turns are numbered.
+The conversation so far is about: {subject}
+Decide whether a new subject, clearly different from what came before (not a follow-up,
+detail or side question of the same subject), begins at one of the turns numbered {first}
+to {last}. If several new subjects begin there, answer the first one.
+Return a JSON object with:
+- 'drifted' (boolean: true only if a new subject begins in that range)
+- 'start' (the number of the turn where the new subject begins; null if 'drifted' is false)"""
+
+LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
+LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the topic is about so far: its title and summary (either may be empty)."""
+
+    title: str = ""
+    summary: str = ""
+
+    def describe(self) -> str:
+        parts = [p for p in (" ".join(self.title.split()), " ".join(self.summary.split())) if p]
+        return " — ".join(parts) if parts else "(no title or summary yet; see the turns)"
+
+
+class LLMDriftDetector:
+    """The model decides: one JSON call over the window (with the topic's title and
+    summary so far) says whether and where a new subject begins.
+
+    An unusable answer (a failed call, invalid JSON, a start outside the window) never
+    forks. ``prefilter`` (the ``auto`` mode) skips the call when the window holds no user
+    turn, the only kind of turn that can open a subject; it never hides a user's turn.
+    """
+
+    name = "llm"
+
+    def __init__(self, model: ChatModel, *, prefilter: bool = False) -> None:
+        self.model = model
+        self.prefilter = prefilter
+        if prefilter:
+            self.name = "auto"
+
+    def detect(
+        self, turns: Sequence[Turn], *, scan_back: int, subject: Subject | None = None
+    ) -> DriftVerdict:
+        first, last = max(1, len(turns) - scan_back), len(turns) - 1
+        if first > last:
+            return DriftVerdict(False, None, "too few turns to judge")
+        if self.prefilter and not any(t.role == "user" for t in turns[first:]):
+            return DriftVerdict(False, None, "no user turn to judge")
+        verdict = self.judge(turns, first=first, last=last, subject=subject or Subject())
+        return verdict or DriftVerdict(False, None, "model answer unusable; no fork")
+
+    def judge(
+        self, turns: Sequence[Turn], *, first: int, last: int, subject: Subject
+    ) -> DriftVerdict | None:
+        """The model's verdict, or None when it failed or answered out of bounds."""
+        shown = range(max(0, first - LLM_CONTEXT_TURNS), len(turns))
+        conversation = "\n".join(
+            f"[{index}] {turns[index].role}: {one_line(turns[index].text, LLM_TURN_CHARS)}"
+            for index in shown
+        )
+        prompt = DRIFT_PROMPT.format(subject=subject.describe(), first=first, last=last)
+        messages = [
+            {"role": "system", "content": prompt},
+            {"role": "user", "content": conversation},
+        ]
+        try:
+            answer = self.model.complete_json(messages=messages)
+        except LLMError as err:
+            logger.info("drift model call failed: %s", err)
+            return None
+        verdict = parse_drift_answer(answer, first=first, last=last)
+        if verdict is None:
+            logger.info("drift model answer unusable: %r", answer)
+        return verdict
+
+
+def parse_drift_answer(answer: object, *, first: int, last: int) -> DriftVerdict | None:
+    """A verdict from ``{"drifted": bool, "start": int}``; None when not strictly valid."""
+    if not isinstance(answer, dict):
+        return None
+    drifted = answer.get("drifted")
+    if drifted is False:
+        return DriftVerdict(False, None, "model: same subject")
+    if drifted is not True:
+        return None
+    start = answer.get("start")
+    if type(start) is not int or not first <= start <= last:
+        return None
+    return DriftVerdict(True, start, f"model: new subject at turn {start}")
+
+
+def get_drift_detector() -> DriftDetector:
+    """The detector ``settings.DRIFT_DETECTOR`` names ("auto", "llm", "lexical", "baseline").
+
+    "auto" and "llm" let the model decide, "auto" skipping the call for a window without
+    a user turn; with the offline model both fall back to the model-free detector.
+    """
+    choice = settings.DRIFT_DETECTOR
+    if choice not in ("auto", "llm"):
+        return get_detector(choice)
+    model = get_chat_model("summary")
+    if model.offline:
+        return get_detector("lexical")
+    return LLMDriftDetector(model, prefilter=choice == "auto")

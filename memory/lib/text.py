@@ -1,0 +1,45 @@
+"""Text rules written once: how text is shortened, and what an untitled thing is called.
+
+Characters are Unicode code points; whitespace is whatever ``str.split`` splits on.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+UNTITLED_TOPIC = "Untitled topic"
+UNTITLED_SESSION = "New conversation"
+# How persistent memory and the earlier-topics block mark a reversed decision.
+DEPRECATED_PREFIX = "[DEPRECATED] "
+ELLIPSIS = "…"
+
+
+def one_line(text: str, limit: int | None = None, *, at_word: bool = False) -> str:
+    """``text`` on one line (runs of whitespace become one space), at most ``limit``
+    characters, a cut marked with an ellipsis; ``at_word`` cuts at the last word boundary
+    (when one falls in the second half)."""
+    text = " ".join(text.split())
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if at_word:
+        if " " in cut[limit // 2 :]:
+            cut = cut[: cut.rindex(" ")]
+        cut = cut.rstrip(" ,;:.-")
+    return cut + ELLIPSIS
+
+
+def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
+    """``text`` cut to about ``limit`` characters, saying how much was cut (for what a
+    model reads: it learns that something is missing)."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    if keep == "tail":
+        return f"[{ELLIPSIS} {cut} earlier characters cut] " + text[-limit:]
+    return text[:limit] + f" [{ELLIPSIS} {cut} characters cut]"
+
+
+def shown_topic_title(title: str) -> str:
+    """A topic's title as people and the model read it: on one line, or the untitled word."""
+    return one_line(title) or UNTITLED_TOPIC

@@ -1,0 +1,148 @@
+"""The offline model: a deterministic stand-in for when no model is configured, so the
+application (and its memory tools) works without a key and says plainly that it is offline."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+
+from memory.lib.tool_words import describe_tool_result
+from memory.llm.types import Completion, LLMError, ToolCall
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+_COMMAND_HELP = (
+    "/remember KEY = VALUE stores a durable fact, "
+    "/forget KEY removes one, "
+    "/note TEXT adds to this topic's notes."
+)
+_SETUP_HELP = (
+    f"To use a real model, set OPENAI_API_KEY (and DRIFTLESS_MODEL, default {DEFAULT_MODEL}), "
+    "or set OPENAI_BASE_URL to a local OpenAI-compatible server "
+    "(Ollama, vLLM, LM Studio, llama.cpp server) and DRIFTLESS_MODEL to its model name."
+)
+_USAGE = {
+    "/remember": "Usage: /remember KEY = VALUE (for example: /remember favourite colour = teal).",
+    "/forget": "Usage: /forget KEY (for example: /forget favourite colour).",
+    "/note": "Usage: /note TEXT (for example: /note we chose PostgreSQL for production).",
+}
+
+
+_OFFLINE_NOTICE = "Offline mode: no language model is configured, so I cannot answer that."
+
+
+class OfflineModel:
+    """A deterministic model for when none is configured.
+
+    It answers the memory slash commands with the same tool calls a real model would
+    make, so facts and notes can be exercised end to end without a key, and otherwise
+    says plainly that it is offline and how to connect a model.
+    """
+
+    name = "offline"
+    offline = True
+
+    def stream(
+        self,
+        *,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        prompt_cache_key: str | None = None,
+        temperature: float | None = None,
+    ) -> Iterator[str | Completion]:
+        """Yield the reply word by word (so streaming UIs behave), then the Completion."""
+        content, tool_calls = _offline_answer(messages)
+        yield from re.findall(r"\S+\s*", content)
+        yield Completion(content=content, tool_calls=tool_calls, usage=None, model=self.name)
+
+    def complete_json(self, *, messages: list[dict]) -> dict:
+        """Always fail, so callers take their deterministic fallbacks."""
+        raise LLMError("offline model: no model configured")
+
+
+def _offline_answer(messages: list[dict]) -> tuple[str, tuple[ToolCall, ...]]:
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return _tool_result_reply(last, messages), ()
+    if last.get("role") == "user":
+        command = _slash_command(_text(last), call_id=_offline_call_id(messages))
+        if command is not None:
+            return command
+    return _offline_reply(messages), ()
+
+
+def _slash_command(text: str, *, call_id: str) -> tuple[str, tuple[ToolCall, ...]] | None:
+    """Turn a memory slash command into its tool call; None when the text is not one."""
+    word, rest = ([*text.split(maxsplit=1), "", ""])[:2]
+    rest = rest.strip()
+    if word == "/remember":
+        key, equals, value = rest.partition("=")
+        if not (equals and key.strip() and value.strip()):
+            return _USAGE[word], ()
+        arguments = {"operation": "$set", "key": key.strip(), "value": value.strip()}
+        return "", (_tool_call(call_id, "important_info", arguments),)
+    if word == "/forget":
+        if not rest:
+            return _USAGE[word], ()
+        return "", (_tool_call(call_id, "important_info", {"operation": "$unset", "key": rest}),)
+    if word == "/note":
+        if not rest:
+            return _USAGE[word], ()
+        return "", (_tool_call(call_id, "notes", {"operation": "$set", "content": rest}),)
+    return None
+
+
+def _tool_call(call_id: str, name: str, arguments: dict[str, str]) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def _offline_call_id(messages: list[dict]) -> str:
+    """A deterministic id that still differs between turns of one conversation."""
+    digest = hashlib.sha256(
+        json.dumps(messages, sort_keys=True, default=str).encode("utf-8")
+    ).hexdigest()
+    return f"offline-call-{digest[:12]}"
+
+
+def _tool_result_reply(result: dict, messages: list[dict]) -> str:
+    """What the command did, in a sentence ("Remembered: favourite colour = teal")."""
+    function = _tool_function(result.get("tool_call_id"), messages)
+    name = function.get("name") or "tool"
+    return describe_tool_result(name, function.get("arguments") or "{}", _text(result))
+
+
+def _tool_function(call_id: object, messages: list[dict]) -> dict:
+    """The name and arguments of the call that produced a result, found by its id."""
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                return call.get("function") or {}
+    return {}
+
+
+def _offline_reply(messages: list[dict]) -> str:
+    """A short, honest reply that never repeats the user's words.
+
+    The first reply of a conversation says how to connect a model; later ones only that
+    none is connected, so a long conversation with the offline model is still the user's
+    words plus one short line per turn (what drift detection and summaries then see).
+    """
+    if any(m.get("role") == "assistant" and _text(m).strip() for m in messages):
+        return f"{_OFFLINE_NOTICE} Memory commands work offline: /remember, /forget, /note."
+    return f"{_OFFLINE_NOTICE} {_SETUP_HELP} Memory commands work offline: {_COMMAND_HELP}"
+
+
+def _text(message: dict) -> str:
+    """The text of a message whose content is a string or a list of content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""

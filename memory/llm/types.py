@@ -1,0 +1,57 @@
+"""What the model seam speaks: a completion, its tool calls and usage, the one error type,
+and the protocol every model implements (memory/llm/__init__.py chooses one)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class LLMError(Exception):
+    """Any failure to get a usable answer from the model, with a short readable message."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the raw JSON string the model produced; callers validate it
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage | None
+    model: str
+
+
+class ChatModel(Protocol):
+    name: str
+    offline: bool
+
+    def stream(
+        self,
+        *,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        prompt_cache_key: str | None = None,
+        temperature: float | None = None,
+    ) -> Iterator[str | Completion]:
+        """Yield text deltas as they arrive, then exactly one Completion last.
+
+        Raises LLMError, possibly after some deltas were yielded.
+        """
+        ...
+
+    def complete_json(self, *, messages: list[dict]) -> dict:
+        """Make one non-streaming JSON-mode call and return the parsed JSON object."""
+        ...
