@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run serve test worker lint bench screenshots
+.PHONY: install run serve test worker lint schema bench screenshots
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -43,9 +43,15 @@ worker: install
 screenshots: install
 	DRIFTLESS_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest tests/browser/test_screenshots.py -q
 
+# Style, format, and the import contract (pyproject.toml: the domain's layers are one-way).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+# docs/websocket-events.schema.json, generated from the event types of memory/events.py.
+schema: install
+	DEBUG=true $(PY) manage.py event_schema
 
 # The public dialogue-segmentation sets (tiage-dev.jsonl, superdialseg-validation.jsonl) are
 # not in the repository: point DRIFT_DATA at a directory holding them. Without it, the

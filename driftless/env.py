@@ -99,12 +99,6 @@ def check_redis_url(name: str, url: str) -> str:
     return url
 
 
-def redis_url_with_db(url: str, db: int) -> str:
-    """The same server as ``url`` but another database number."""
-    parts = urlsplit(url)
-    return parts._replace(path=f"/{db}").geturl()
-
-
 def mcp_servers_from_env(name: str, file_name: str) -> dict[str, dict]:
     """The MCP servers the operator declares, by name: a JSON list in the variable ``name``
     or in the file that ``file_name`` points at (not both). Each entry is

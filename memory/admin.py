@@ -3,10 +3,14 @@
 What only the system writes (sequence numbers, token usage, manual-set flags, what a
 summary covers, audit rows) is read-only here. A session's active topic cannot be deleted
 (every store of the session needs it). Deleting a session or a topic goes through
-memory/actions/deletion.py, as the user's own deletion does: its topics leave memory (the scope's
-cache is invalidated) and a ``Deletion`` audit row (without the content) remains. An
-operator's edit of a topic's title or summary is a correction like the user's
+memory/actions/deletion.py, as the user's own deletion does: never in the middle of one of
+the session's turns (the session lock), its topics leave memory (the scope's cache is
+invalidated) and a ``Deletion`` audit row (without the content) remains. An operator's
+edit of a topic's title or summary is a correction like the user's
 (memory/actions/curation.py): audited, and kept by later summaries of the same messages.
+
+What the domain refuses (memory/lib/errors.py) is shown here once, the admin's way: a
+form error on the field it names, or a message on the page and nothing changed.
 """
 
 import json
@@ -23,7 +27,8 @@ from django.urls import reverse
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
-from memory.lib.errors import InvalidInput
+from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
+from memory.lib.errors import Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
 from memory.models import (
     Agent,
@@ -51,8 +56,8 @@ def checked_form(model, **checks) -> type[forms.ModelForm]:
             if name in data:
                 try:
                     data[name] = check(data[name])
-                except InvalidInput as err:
-                    self.add_error(name, err.message)
+                except Refused as refused:
+                    self.add_error(name, refused.message)
         return data
 
     meta = type("Meta", (), {"model": model, "fields": "__all__"})
@@ -157,7 +162,6 @@ def export_scope_memory(modeladmin, request, queryset):
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    actions = [export_scope_memory]
     list_display = [
         "__str__",
         "user",
@@ -179,12 +183,37 @@ class SessionAdmin(admin.ModelAdmin):
     ]
     inlines = [TopicInline]
 
+    actions = [export_scope_memory, "delete_selected"]
+
     def delete_model(self, request, obj):
         do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
 
-    def delete_queryset(self, request, queryset):
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except Refused as refused:  # a turn of the session is running: nothing deleted
+            self.message_user(request, f"Not deleted: {refused.message}", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:memory_session_change", args=[object_id]))
+
+    @admin.action(permissions=["delete"], description="Delete selected sessions")
+    def delete_selected(self, request, queryset):
+        """Django's confirmation page, then each session deleted as the user's own is: one
+        whose turn is running is refused (and said so), the others go."""
+        if not request.POST.get("post"):
+            return delete_selected_action(self, request, queryset)
+        deleted, refused = 0, []
         for session in queryset:
-            self.delete_model(request, session)
+            try:
+                self.log_deletions(request, Session.objects.filter(pk=session.pk))
+                self.delete_model(request, session)
+                deleted += 1
+            except Refused as refusal:
+                refused.append(f"“{session}” ({refusal.message})")
+        if deleted:
+            self.message_user(request, f"Deleted {deleted} session(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "Not deleted: " + "; ".join(refused), messages.ERROR)
+        return None
 
     @admin.display(description="cache hits (cached / prompt tokens)")
     def cache_hit_rate(self, session):
@@ -324,10 +353,7 @@ class TopicAdmin(admin.ModelAdmin):
 
 def active_topic_refusal(topics) -> str:
     names = ", ".join(f"“{topic}” (session {topic.session_id})" for topic in topics)
-    return (
-        f"Not deleted: {names} is the active topic of its session, which needs one to "
-        "store messages. Start a new topic in that session first, or delete the session."
-    )
+    return f"Not deleted: {names}: {ACTIVE_TOPIC_DELETE_ERROR}"
 
 
 @admin.register(Message)

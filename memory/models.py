@@ -424,11 +424,14 @@ class Message(models.Model):
         return f"#{self.seq} {self.role}"
 
     @property
+    def is_reply(self) -> bool:
+        """The assistant's words: a message of the assistant that calls no tool."""
+        return self.role == self.Role.ASSISTANT and not self.tool_calls
+
+    @property
     def is_conversation(self) -> bool:
         """The row-level twin of ``MessageQuerySet.conversation()``."""
-        return self.role == self.Role.USER or (
-            self.role == self.Role.ASSISTANT and not self.tool_calls
-        )
+        return self.role == self.Role.USER or self.is_reply
 
 
 class NotesQuerySet(models.QuerySet):

@@ -39,3 +39,14 @@ def event_problems(event: object) -> list[str]:
         f"{event_type} at /{'/'.join(map(str, error.absolute_path))}: {error.message}"[:500]
         for error in _validator(event_type).iter_errors(event)
     ]
+
+
+def checked_recorder(published, into: list):
+    """A stand-in for ``publish``/``publish_on_commit`` that records each event in ``into``
+    and still holds it to the schema: a test that intercepts events keeps the check on."""
+
+    def record(session_id, event) -> None:
+        published.check(event, record=False)
+        into.append(event)
+
+    return record

@@ -78,7 +78,7 @@ def test_an_mcp_tool_named_like_a_builtin_never_shadows_it(session, fake_openai,
 
     result = do_send_message(session=session, content="Take a note")
 
-    assert "built-in wins" in read_notes(topic=session.active_topic())
+    assert "built-in wins" in read_notes(topic_id=session.active_topic().pk)
     assert "mcp notes" not in result.activity[1].content
 
 

@@ -19,6 +19,7 @@ from tests.evaluation_helpers import (
     say,
     summary_answer,
 )
+from tests.event_shapes import checked_recorder
 from tests.memory_builders import add_messages
 
 
@@ -29,10 +30,10 @@ def evaluate(session, detector=None):
 
 
 def test_without_drift_the_topic_is_refreshed_in_place(
-    fake_openai, session, monkeypatch, django_capture_on_commit_callbacks
+    fake_openai, session, monkeypatch, django_capture_on_commit_callbacks, published
 ):
-    published = []
-    monkeypatch.setattr(events, "publish", lambda session_id, event: published.append(event))
+    sent = []
+    monkeypatch.setattr(events, "publish", checked_recorder(published, sent))
     converse(session, SUBJECT_A)
     fake_openai.reply_json(summary_answer(title="Balcony garden", keep=True))
 
@@ -49,7 +50,7 @@ def test_without_drift_the_topic_is_refreshed_in_place(
     session.refresh_from_db()
     assert session.drift_result == ""  # no new subject: the stable prefix keeps its bytes
     assert Topic.objects.filter(session=session).count() == 1
-    (event,) = published
+    (event,) = sent
     assert (event["type"], event["reason"]) == ("topic.updated", "refresh")
     assert (event["topic"]["title"], event["topic"]["memory_state"]) == (
         "Balcony garden",

@@ -204,7 +204,7 @@ def test_notes_set_appends_while_update_replaces(session, topic):
     assert result["notes"] == "Chose MySQL.\nAdded Redis."
     result = run(session, "notes", {"operation": "update", "content": "Chose Postgres."})
     assert result == {"ok": True, "topic_id": topic.pk, "notes": "Chose Postgres."}
-    assert read_notes(topic=topic) == "Chose Postgres."
+    assert read_notes(topic_id=topic.pk) == "Chose Postgres."
 
 
 def test_notes_read_the_current_topic_or_another_topic_of_the_session(session, topic):

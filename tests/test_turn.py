@@ -23,16 +23,15 @@ from memory.stores import leases
 from memory.stores.facts import read_facts
 from memory.stores.leases import TurnBusy, session_lock
 from memory.stores.messages import usage_totals
+from tests.event_shapes import checked_recorder
 
 
 @pytest.fixture
-def events(monkeypatch):
-    """Every event the turn publishes, immediate or on commit, in order."""
+def events(monkeypatch, published):
+    """Every event the turn publishes, immediate or on commit, in order (schema-checked)."""
     seen: list[dict] = []
-    monkeypatch.setattr(turn_module, "publish", lambda session_id, event: seen.append(event))
-    monkeypatch.setattr(
-        turn_module, "publish_on_commit", lambda session_id, event: seen.append(event)
-    )
+    monkeypatch.setattr(turn_module, "publish", checked_recorder(published, seen))
+    monkeypatch.setattr(turn_module, "publish_on_commit", checked_recorder(published, seen))
     return seen
 
 
@@ -388,11 +387,12 @@ def test_an_agent_without_model_settings_uses_the_configured_model_and_no_temper
 
 
 def test_turn_done_is_announced_only_once_the_session_is_free_again(
-    session, fake_openai, monkeypatch
+    session, fake_openai, monkeypatch, published
 ):
     free_when_done: list[bool] = []
 
     def publish(session_id, event):
+        published.check(event, record=False)
         if event["type"] == "turn.done":
             free_when_done.append(not Lease.objects.filter(name=f"turn:{session_id}").exists())
 

@@ -51,9 +51,10 @@ from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
 from memory.lib.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
 from memory.lib.text import DEPRECATED_PREFIX, shown_topic_title
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
-from memory.models import ImportantInfo, Message, Notes, Session, Topic
+from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import render_fact_lines
 from memory.stores.messages import usage_totals
+from memory.stores.notes import read_notes
 from memory.stores.persistent import get_persistent_memory, topic_ref
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
@@ -153,7 +154,7 @@ def assemble_context(
     prior_text, prior_dropped = _prior_topics(prior)
     semi_stable = _layer(
         "semi_stable",
-        notes=_section("Notes for the current topic", _active_notes(active["pk"]).strip()),
+        notes=_section("Notes for the current topic", read_notes(topic_id=active["pk"]).strip()),
         prior_topics=_section("Earlier topics in this session", prior_text),
     )
     window, span = trailing_window(
@@ -331,13 +332,6 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     budget = settings.EARLIER_TOPICS_TOKEN_BUDGET
     start = oldest_to_drop([estimate_tokens(line) + 1 for line in lines], budget)
     return "\n".join(lines[start:]), tuple(titles[:start])
-
-
-def _active_notes(topic_id: int) -> str:
-    content = (
-        Notes.objects.active().filter(topic_id=topic_id).values_list("content", flat=True).first()
-    )
-    return content or ""
 
 
 def _facts_text(session: Session) -> str:

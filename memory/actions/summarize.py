@@ -58,8 +58,9 @@ from memory.lib.constants import MIN_MEMORY_TURNS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line
 from memory.lib.tokens import estimate_tokens
 from memory.llm import LLMError, get_chat_model
-from memory.models import Message, Notes, Topic
+from memory.models import Message, Topic
 from memory.stores.memory_states import apply_summarizer_flag
+from memory.stores.notes import read_notes
 from memory.stores.persistent import invalidate_persistent_memory
 
 logger = logging.getLogger(__name__)
@@ -144,11 +145,6 @@ def _history(topic: Topic, *, before_seq: int | None = None):
     if before_seq is not None:
         messages = messages.filter(seq__lt=before_seq)
     return messages
-
-
-def active_notes_text(topic: Topic) -> str:
-    notes = Notes.objects.active().filter(topic=topic).values_list("content", flat=True).first()
-    return notes or ""
 
 
 def previous_summary(topic: Topic, *, before_seq: int | None = None) -> tuple[str, str] | None:
@@ -389,7 +385,7 @@ def fallback_title(text: str) -> str:
 def prepare_summary(*, topic: Topic, before_seq: int | None = None) -> PreparedSummary:
     """Summarize the topic's history (up to ``before_seq``) and its notes, with no lock held."""
     messages = topic_history(topic, before_seq=before_seq)
-    notes = active_notes_text(topic)
+    notes = read_notes(topic_id=topic.pk)
     summary = generate_summary(messages=messages, notes=notes, topic=topic, before_seq=before_seq)
     return PreparedSummary(
         summary=summary,
@@ -418,7 +414,7 @@ def confirm_summary(
     """
     before_seq = prepared.before_seq if prepared is not None else None
     ids = list(_history(topic, before_seq=before_seq).order_by("seq").values_list("pk", flat=True))
-    current = _basis(topic, ids, active_notes_text(topic))
+    current = _basis(topic, ids, read_notes(topic_id=topic.pk))
     if prepared is not None and (
         prepared.basis == current or (accept_growth and _grew_from(prepared.basis, current))
     ):

@@ -107,7 +107,7 @@ def check_retry(*, session: Session) -> Message:
     final reply followed it. Raises NothingToRetry otherwise."""
     topic = Topic.objects.get(session_id=session.pk, is_active=True)
     last = topic.messages.order_by("-seq").first()
-    if last is None or (last.role == Message.Role.ASSISTANT and not last.tool_calls):
+    if last is None or last.is_reply:
         raise NothingToRetry("the last message already has its reply")
     user_message = topic.messages.filter(role=Message.Role.USER).order_by("-seq").first()
     if user_message is None:

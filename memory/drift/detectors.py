@@ -4,14 +4,16 @@ The memory pipeline calls a detector every tenth message (and when the user leav
 the whole thread of the active topic. A detector answers with a :class:`DriftVerdict`;
 on drift the turns from ``start`` on are relocated to a new topic (a silent fork), and
 the new topic is judged again, so a detector answers the *first* new subject it sees.
-The cues themselves live in memory/drift/cues.py (text statistics in memory/drift/textstats.py,
-phrases in memory/drift/dialogue_cues.py), in every language people chat in.
+The cues themselves live in memory/drift/cues.py (text statistics in
+memory/drift/textstats.py, phrases in memory/drift/dialogue_cues.py), in every language
+people chat in.
 
 Two detectors live here, both pure Python (this module imports no Django, so the
 benchmark in ``bench/drift_quality.py`` runs it as it is):
 
-* ``lexical`` (the default) scores every candidate turn of the scan-back window
-  for "this turn opens a new subject" and forks at the first one that is sure
+* ``lexical`` (what ``auto``, the default, and ``llm`` run with the offline model;
+  memory/drift/llm.py has the model's detector) scores every candidate turn of the
+  scan-back window for "this turn opens a new subject" and forks at the first one that is sure
   enough (:meth:`LexicalDetector.detect`). It reads the thread in one of three ways:
 
   - **Between people** (no assistant turn in the thread, e.g. a chat between two
@@ -158,10 +160,6 @@ class LexicalDetector:
         self.threshold = threshold
         self.exchange_weights = EXCHANGE_WEIGHTS if exchange_weights is None else exchange_weights
         self.exchange_threshold = exchange_threshold
-
-    def score(self, cues: dict[str, float]) -> float:
-        """Probability that a turn with these per-turn cues opens a new subject."""
-        return logistic(linear(self.weights, cues))
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
         """Fork margin of every candidate that may open a subject (others are absent).

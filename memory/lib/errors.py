@@ -53,13 +53,6 @@ class InvalidInput(Refused):
         super().__init__(message, code=code, field=field)
 
 
-class NotFound(Refused):
-    """What was asked for does not exist, or is not the caller's: the two look the same."""
-
-    code = "not_found"
-    status = 404
-
-
 class Conflict(Refused):
     """The request is fine, but the current state does not allow it now."""
 

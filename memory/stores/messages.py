@@ -36,11 +36,7 @@ def record_interrupted_turn(*, session_id: int) -> Message | None:
     session = Session.objects.get(pk=session_id)
     active = Message.objects.filter(topic__session_id=session_id, topic__is_active=True)
     last = active.order_by("-seq").first()
-    if (
-        last is None
-        or last.role == Message.Role.ERROR
-        or (last.role == Message.Role.ASSISTANT and not last.tool_calls)
-    ):
+    if last is None or last.role == Message.Role.ERROR or last.is_reply:
         return None
     error = store_message(session=session, role=Message.Role.ERROR, content=INTERRUPTED_TEXT)
     publish_on_commit(session_id, turn_error("", INTERRUPTED_TEXT))  # its turn id is lost

@@ -24,9 +24,11 @@ class NotesError(InvalidInput):
         super().__init__(message, field="content", code=code)
 
 
-def read_notes(*, topic: Topic) -> str:
-    """The topic's active notes ("" when it has none)."""
-    content = Notes.objects.active().filter(topic=topic).values_list("content", flat=True).first()
+def read_notes(*, topic_id: int) -> str:
+    """The topic's active notes ("" when it has none): what its turns and its summary see."""
+    content = (
+        Notes.objects.active().filter(topic_id=topic_id).values_list("content", flat=True).first()
+    )
     return content or ""
 
 
