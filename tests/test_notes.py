@@ -19,11 +19,11 @@ def topic(session):
 
 
 def test_append_logs_entries_in_order_and_never_overwrites(topic):
-    assert read_notes(topic=topic) == ""
+    assert read_notes(topic_id=topic.pk) == ""
     append_notes(topic=topic, text="Chose Postgres.")
     content = append_notes(topic=topic, text="  Then Redis for the cache.\n")
     assert content == "Chose Postgres.\nThen Redis for the cache."
-    assert read_notes(topic=topic) == content
+    assert read_notes(topic_id=topic.pk) == content
     assert Notes.objects.filter(topic=topic).count() == 1
 
 
@@ -33,17 +33,17 @@ def test_replace_rewrites_the_whole_document(topic):
     assert replace_notes(topic=topic, content="Chose Postgres (MySQL dropped).") == (
         "Chose Postgres (MySQL dropped)."
     )
-    assert read_notes(topic=topic) == "Chose Postgres (MySQL dropped)."
+    assert read_notes(topic_id=topic.pk) == "Chose Postgres (MySQL dropped)."
     assert replace_notes(topic=topic, content="") == ""
 
 
 def test_archived_notes_are_kept_but_not_read_as_the_active_ones(topic):
     append_notes(topic=topic, text="first scratch")
     Notes.objects.filter(topic=topic).archive()
-    assert read_notes(topic=topic) == ""
+    assert read_notes(topic_id=topic.pk) == ""
     assert read_latest_notes(topic=topic) == ("first scratch", True)
     append_notes(topic=topic, text="second scratch")
-    assert read_notes(topic=topic) == "second scratch"
+    assert read_notes(topic_id=topic.pk) == "second scratch"
     assert read_latest_notes(topic=topic) == ("second scratch", False)
     assert Notes.objects.filter(topic=topic).count() == 2
 
@@ -61,4 +61,4 @@ def test_notes_cannot_grow_past_the_cap(topic):
         append_notes(topic=topic, text="y" * 20)
     with pytest.raises(NotesError):
         replace_notes(topic=topic, content="z" * (MAX_NOTES_CHARS + 1))
-    assert read_notes(topic=topic) == "x" * (MAX_NOTES_CHARS - 10)
+    assert read_notes(topic_id=topic.pk) == "x" * (MAX_NOTES_CHARS - 10)

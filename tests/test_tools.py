@@ -382,7 +382,7 @@ def test_a_strangers_topic_id_is_refused_and_never_read(session, stranger_topics
     for stranger in stranger_topics:
         stranger.refresh_from_db()
         assert stranger.memory_state == MemoryState.NONE
-        assert read_notes(topic=stranger) == "private notes"
+        assert read_notes(topic_id=stranger.pk) == "private notes"
     assert not MemoryDecision.objects.exists()
 
 
