@@ -7,7 +7,7 @@
 * ``stores/``    reading and writing one kind of record: messages, facts, notes,
   persistent memory, memory states, leases (the session lock), search.
 * ``events.py``  every websocket event and the message and topic payloads, defined once.
-* ``models.py``  rows, their behaviour and their QuerySets (with Django's own files:
+* ``models/``    rows, their behaviour and their QuerySets (with Django's own files:
   ``admin.py``, ``apps.py``, ``tasks.py``, ``management/``, ``migrations/``).
 * ``drift/``     drift detection without the ORM: detectors, cues, text statistics, and
   the model's detector.

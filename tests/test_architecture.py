@@ -23,6 +23,7 @@ DJANGO_FILES = {
     "apps.py",
     "migrations",
     "models.py",
+    "models",
     "tasks.py",
     "management",
 }
