@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from memory.actions.context import assemble_context, render_window
+from memory.actions.context import RECALL_HINT, assemble_context, render_window
 from memory.actions.curation import do_agent_curation, do_user_curation
 from memory.actions.tools import dispatch_tool_calls
 from memory.llm import ToolCall
@@ -269,12 +269,12 @@ def test_the_tools_are_the_builtins_first_then_the_extra_ones(session):
     ]
     stack = assemble_context(session=session, extra_tools=extra)
     names = [tool["function"]["name"] for tool in stack.tools]
-    assert names == ["notes", "important_info", "manage_topic_memory", "search"]
+    assert names == ["notes", "important_info", "manage_topic_memory", "recall", "search"]
     tools_part = stack.layer("stable").parts[2]
     assert tools_part.name == "tools"
     assert tools_part.text == (
-        "## Tools\nnotes, important_info, manage_topic_memory, search "
-        "(each described in the request's tools)"
+        "## Tools\nnotes, important_info, manage_topic_memory, recall, search "
+        f"(each described in the request's tools)\n{RECALL_HINT}"
     )
     assert "impostor" not in stack.messages[0]["content"]
 

@@ -18,7 +18,7 @@ ECHO_SERVER = {
     "command": [sys.executable, str(Path(__file__).with_name("mcp_echo_server.py"))],
 }
 MISSING_SERVER = {"name": "gone", "command": ["/nonexistent/mcp-server"]}
-BUILTINS = ["notes", "important_info", "manage_topic_memory"]
+BUILTINS = ["notes", "important_info", "manage_topic_memory", "recall"]
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_its_tools_are_listed_after_the_builtins_namespaced(session, fake_openai
         "mcp__echo__fail",
         "mcp__echo__notes",
     ]
-    echo = fake_openai.requests[0]["tools"][3]["function"]
+    echo = fake_openai.requests[0]["tools"][len(BUILTINS)]["function"]
     assert echo["parameters"]["properties"]["text"]["type"] == "string"
     assert echo["description"] == "[MCP server echo] Repeat the text back."
 
@@ -125,7 +125,7 @@ def test_a_reachable_server_still_works_beside_a_missing_one(session, fake_opena
 
     do_send_message(session=session, content="Hi")
 
-    assert tool_names(fake_openai.requests[0])[3:] == [
+    assert tool_names(fake_openai.requests[0])[len(BUILTINS) :] == [
         "mcp__echo__echo",
         "mcp__echo__fail",
         "mcp__echo__notes",

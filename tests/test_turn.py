@@ -125,7 +125,7 @@ def test_it_sends_the_scope_prompt_cache_key_and_the_assembled_stack(session, fa
     assert request["messages"][0]["content"].startswith("You are Drift.")
     assert request["messages"][-1] == {"role": "user", "content": "Hi!"}
     names = [tool["function"]["name"] for tool in request["tools"]]
-    assert names == ["notes", "important_info", "manage_topic_memory"]
+    assert names == ["notes", "important_info", "manage_topic_memory", "recall"]
 
 
 def test_a_tool_call_round_trip_stores_the_fact_and_shows_the_model_the_result(

@@ -358,10 +358,21 @@ def _tools(extra_tools: Sequence[dict]) -> list[dict]:
     return tools
 
 
+RECALL_HINT = (
+    "When the user asks about something from an earlier conversation that the memory and "
+    "facts below do not answer, search your past chats with recall before you answer; if "
+    "it finds nothing either, say that you do not know."
+)
+
+
 def _tools_text(tools: list[dict]) -> str:
-    """The tools' names in order; their descriptions travel once, in the request's tools."""
-    names = ", ".join(_tool_name(tool) for tool in tools)
-    return f"{names} (each described in the request's tools)" if names else ""
+    """The tools' names in order; their descriptions travel once, in the request's tools.
+    When to use recall is said here, in the stable prefix, once."""
+    names = [_tool_name(tool) for tool in tools]
+    if not names:
+        return ""
+    text = f"{', '.join(names)} (each described in the request's tools)"
+    return f"{text}\n{RECALL_HINT}" if "recall" in names else text
 
 
 def _tool_name(tool: dict) -> str:

@@ -1,4 +1,5 @@
-"""The agent's built-in runtime tools: ``notes``, ``important_info``, ``manage_topic_memory``.
+"""The agent's built-in runtime tools: ``notes``, ``important_info``, ``manage_topic_memory``
+and ``recall``.
 
 They read and write the agent's own memory stores and are dispatched ahead of any other
 tool source (MCP): a built-in name always wins. Every result, success or error, is a
@@ -10,10 +11,12 @@ still reach it (``Session.objects.owned_by``: a member of its organization, acti
 after access ended is refused and changes nothing. ``notes`` reaches the topics of the
 same session, ``manage_topic_memory`` the topics of the session's (agent, user,
 organization) scope (the memory blocks name them ``[#id]``), ``important_info`` the facts
-of that scope. A topic id outside that reach gets the same refusal as an id that does not
-exist, so nothing about it leaks. Bad
-input (unknown tool, invalid JSON, a missing or wrong field) becomes an error result the
-model can read and correct; it never raises and never kills the turn.
+of that scope, ``recall`` the past chats of that scope (memory/stores/recall.py: the
+user's messages, topics in any memory state, archived notes; read-only). A topic or
+message id outside that reach gets the same refusal as an id that does not exist, so
+nothing about it leaks. Bad input (unknown tool, invalid JSON, a missing or wrong field)
+becomes an error result the model can read and correct; it never raises and never kills
+the turn.
 """
 
 from __future__ import annotations
@@ -35,10 +38,16 @@ from memory.models import Message, Session, Topic
 from memory.stores.facts import read_facts, set_fact, unset_fact
 from memory.stores.messages import store_message
 from memory.stores.notes import append_notes, read_latest_notes, replace_notes
+from memory.stores.recall import (
+    RECALL_DEFAULT_HITS,
+    RECALL_MAX_HITS,
+    read_past_chat,
+    search_past_chats,
+)
 
 logger = logging.getLogger(__name__)
 
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory")
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
 
 # What another tool source may return is cut here: a result rides in the window on the
 # following turns, and one huge result must not crowd out the conversation.
@@ -112,6 +121,35 @@ _SCHEMAS: dict[str, dict] = {
                 },
             },
             "required": ["action"],
+            "additionalProperties": False,
+        },
+    },
+    "recall": {
+        "description": (
+            "Search your past chats with this user: their own messages, the titles and "
+            "summaries of earlier topics (remembered or not) and archived notes, in every "
+            "session. Use it when the user asks about something said in an earlier "
+            "conversation that your memory and facts do not answer. search: query is a few "
+            "keywords the user would have used (names, places, things); hits come best "
+            "first, each with its date, topic and ids. read: the turns around a hit given "
+            "its message_id, or a whole topic given its topic_id. When nothing is found, "
+            "say that you do not know."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "operation": {"type": "string", "enum": ["search", "read"]},
+                "query": {"type": "string", "description": "search: the keywords."},
+                "message_id": {"type": "integer", "description": "read: a hit's message_id."},
+                "topic_id": {"type": "integer", "description": "read: a hit's topic_id."},
+                "limit": {
+                    "type": "integer",
+                    "description": (
+                        f"search: how many hits, 1 to {RECALL_MAX_HITS} ({RECALL_DEFAULT_HITS})."
+                    ),
+                },
+            },
+            "required": ["operation"],
             "additionalProperties": False,
         },
     },
@@ -316,10 +354,38 @@ def _manage_topic_memory(session: Session, arguments: dict) -> dict[str, Any]:
     }
 
 
+def _recall(session: Session, arguments: dict) -> dict[str, Any]:
+    operation = arguments.get("operation")
+    if operation is None:  # small models leave it out: the arguments say which one
+        operation = "search" if "query" in arguments else "read"
+    operation = _operation({"operation": operation}, ("search", "read"))
+    if operation == "read":
+        message_id, topic_id = arguments.get("message_id"), arguments.get("topic_id")
+        if message_id is None and topic_id is None:
+            raise ToolError("read needs the message_id or the topic_id of a hit")
+        if message_id is not None:
+            return read_past_chat(
+                session=session, message_id=_whole_number(message_id, "message_id")
+            )
+        return read_past_chat(session=session, topic_id=_topic_id(topic_id))
+    query = _text_field(arguments, "query")
+    limit = arguments.get("limit")
+    limit = RECALL_DEFAULT_HITS if limit is None else _whole_number(limit, "limit")
+    hits = search_past_chats(
+        session=session, query=query, limit=limit, exclude_topic_id=_active_topic(session).pk
+    )
+    result: dict[str, Any] = {"query": query, "count": len(hits)}
+    result["hits"] = [hit.as_dict() for hit in hits]
+    if not hits:
+        result["note"] = "nothing in the past chats matches these words"
+    return result
+
+
 _HANDLERS: dict[str, Callable[[Session, dict], dict[str, Any]]] = {
     "notes": _notes,
     "important_info": _important_info,
     "manage_topic_memory": _manage_topic_memory,
+    "recall": _recall,
 }
 
 
@@ -374,8 +440,13 @@ def _scope_topic(session: Session, topic_id: object) -> Topic:
 
 def _topic_id(raw: object) -> int:
     """An integer id; "7" and "#7" (as the blocks print it) are accepted too."""
+    return _whole_number(raw, "topic_id")
+
+
+def _whole_number(raw: object, name: str) -> int:
+    """An integer; "7" and "#7" are accepted too."""
     if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
         raw = int(raw.strip().lstrip("#"))
     if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ToolError("topic_id must be an integer")
+        raise ToolError(f"{name} must be an integer")
     return raw

@@ -38,6 +38,8 @@ def describe_tool_result(name: str, arguments: Any, result: Any) -> str:
         return _notes_sentence(args, data)
     if name == "manage_topic_memory" and "memory_state" in data:
         return _topic_sentence(args, data)
+    if name == "recall" and ("hits" in data or "turns" in data):
+        return _recall_sentence(data)
     return f"{name} answered." + (" (The answer was cut.)" if data.get("truncated") else "")
 
 
@@ -80,6 +82,17 @@ def _topic_sentence(args: dict, data: dict) -> str:
         return template.format(title)
     state = _STATE_WORDS.get(str(data.get("memory_state")), "is unchanged")
     return f"No change: “{title}” {state}."
+
+
+def _recall_sentence(data: dict) -> str:
+    if "hits" in data:
+        count = len(data["hits"]) if isinstance(data["hits"], list) else 0
+        hits = "no hits" if not count else f"{count} hit{'s' if count != 1 else ''}"
+        return f"Searched past chats for “{_short(data.get('query', ''), 60)}”: {hits}"
+    turns = len(data["turns"]) if isinstance(data["turns"], list) else 0
+    where = _short(data.get("topic") or "an earlier topic", 60)
+    day = f", {data['date']}" if data.get("date") else ""
+    return f"Read {turns} turn{'s' if turns != 1 else ''} of a past chat (“{where}”{day})."
 
 
 def _as_dict(value: Any) -> dict:

@@ -1,7 +1,8 @@
 """Search over one user's own memory: messages, topic titles and summaries, and facts.
 
 One entry point, ``search_memory``, answers "what did we decide about the database?"
-across every session the user may still see (``Session.objects.owned_by``). The full-text
+across every session the user may still see (``Session.objects.owned_by``). The agent's
+``recall`` tool searches the same indexes through memory/stores/recall.py. The full-text
 engine is the database's own: PostgreSQL's text search (GIN expression indexes, the
 ``simple`` configuration so every language is matched word for word) or SQLite's FTS5 in
 the embedded mode (``unicode61`` tokenizer). Both are kept by ``ensure_search_index``,
@@ -142,6 +143,21 @@ class _postgres:
         return [_message_hit(message, message.headline) for message in rows.select_related("topic")]
 
     @staticmethod
+    def matching_ids(rows, vector: SearchVector, *, terms: list[str], limit: int) -> list[int]:
+        """The ids of the rows whose ``vector`` matches any of ``terms`` (prefixes), best
+        first: the candidates recall ranks itself."""
+        query = SearchQuery(
+            " | ".join(f"{term}:*" for term in terms), config=PG_CONFIG, search_type="raw"
+        )
+        return list(
+            rows.annotate(document=vector)
+            .filter(document=query)
+            .annotate(rank=SearchRank(vector, query))
+            .order_by("-rank", "-pk")
+            .values_list("pk", flat=True)[:limit]
+        )
+
+    @staticmethod
     def _ranked(rows, vector: SearchVector, snippet_field: str, *, words: list[str], limit: int):
         """The rows whose ``vector`` matches every word, best first, each with a headline."""
         # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
@@ -170,8 +186,20 @@ class _postgres:
 
 class _sqlite:
     @staticmethod
-    def _match(words: list[str]) -> str:
-        return " AND ".join('"{}"*'.format(word.replace('"', '""')) for word in words)
+    def _match(words: list[str], joiner: str = " AND ") -> str:
+        return joiner.join('"{}"*'.format(word.replace('"', '""')) for word in words)
+
+    @classmethod
+    def matching_ids(cls, table: str, *, terms: list[str], ids_sql, limit: int) -> list[int]:
+        """The ids of ``ids_sql``'s rows whose ``table`` entry matches any of ``terms``."""
+        inner_sql, inner_params = ids_sql
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH %s AND rowid IN ({inner_sql}) "
+                f"ORDER BY bm25({table}), rowid DESC LIMIT %s",
+                [cls._match(terms, " OR "), *inner_params, limit],
+            )
+            return [row[0] for row in cursor.fetchall()]
 
     @classmethod
     def _ranked_ids(cls, table: str, column: int, words: list[str], ids_sql, limit: int):

@@ -35,7 +35,7 @@
   }
 
   // While a call runs; once its result arrives, the server's sentence (tool_sentence) says what it did.
-  const RUNNING_WORDS = { important_info: "Checking the facts…", notes: "Working on the notes…", manage_topic_memory: "Changing what is remembered…" };
+  const RUNNING_WORDS = { important_info: "Checking the facts…", notes: "Working on the notes…", manage_topic_memory: "Changing what is remembered…", recall: "Searching past chats…" };
   const asObject = (value) => {
     const parsed = parseJson(value);
     return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};

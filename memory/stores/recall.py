@@ -1,0 +1,335 @@
+"""Recall: the agent's search of its past chats with this user (the ``recall`` tool).
+
+What the agent cannot see any more: the user's own messages, the titles and summaries of
+topics in any memory state (most topics are never promoted), and archived notes, across
+every session of the (agent, user, organization) scope, never beyond it, and only while
+the user may still reach those sessions (``Session.objects.owned_by``). The current topic
+is left out: it is the conversation the agent is in.
+
+A query's words are cut as the drift detector cuts them (Unicode words; stop words of the
+query's language and of English dropped), each reduced to the part it shares with its
+Snowball stem, so "booked" finds "booking"; any word may match. The database's full-text
+index (memory/stores/search.py: PostgreSQL text search, SQLite FTS5) picks the
+candidates; they are ranked here, the same on both engines, by how many of the query's
+words each holds (a word rare among the candidates weighs more), newest first among
+equals. ``read_past_chat`` returns the turns around a hit by its id.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+
+from memory.drift.textstats import ENGLISH_STOPWORDS, language_of, stem, stopwords
+from memory.lib.errors import InvalidInput
+from memory.lib.text import one_line, shown_topic_title
+from memory.models import Message, Notes, Session, Topic
+from memory.stores.search import (
+    _WORD,
+    MESSAGE_VECTOR,
+    TOPIC_VECTOR,
+    _postgres,
+    _sqlite,
+    check_search_query,
+)
+
+RECALL_DEFAULT_HITS = 5
+RECALL_MAX_HITS = 10
+RECALL_CANDIDATES = 60  # per kind, from the index, before ranking
+RECALL_SNIPPET_CHARS = 300
+RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
+RECALL_READ_TOPIC_MESSAGES = 12
+RECALL_TURN_CHARS = 1_000
+
+RecallKind = Literal["message", "topic", "notes"]
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    kind: RecallKind
+    session_id: int
+    topic_id: int
+    message_id: int | None  # the user's message (kind "message"), for ``read``
+    date: str  # the session's day, YYYY-MM-DD
+    topic_title: str
+    memory_state: str  # the topic's: none, promoted or deprecated
+    snippet: str
+    score: float
+    at: datetime = field(compare=False)  # when it was said or written: newer wins a tie
+
+    def as_dict(self) -> dict:
+        data = {
+            "kind": self.kind,
+            "date": self.date,
+            "topic": self.topic_title,
+            "topic_id": self.topic_id,
+            "session_id": self.session_id,
+            "snippet": self.snippet,
+        }
+        if self.message_id is not None:
+            data["message_id"] = self.message_id
+        if self.memory_state != "none":
+            data["memory_state"] = self.memory_state
+        return data
+
+
+def recall_terms(query: object) -> list[str]:
+    """The terms a recall query searches for (SearchError when it has no word)."""
+    words = check_search_query(query)
+    language = language_of(str(query))
+    stop = stopwords(language) | ENGLISH_STOPWORDS
+    content = [word for word in words if word not in stop and (len(word) > 1 or word.isdigit())]
+    terms: list[str] = []
+    for word in content or words:
+        term = _stem_prefix(word, language)
+        if term not in terms:
+            terms.append(term)
+    return terms
+
+
+def _stem_prefix(word: str, language: str) -> str:
+    """The part of ``word`` it shares with its stem ("booking" -> "book", "pottery" ->
+    "potter"), never shorter than three characters: a prefix the index matches."""
+    stemmed = stem(word, language)
+    shared = 0
+    for a, b in zip(word, stemmed, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return word[: max(shared, min(3, len(word)))]
+
+
+def recall_sessions(*, session: Session):
+    """The sessions recall may read for ``session``: its scope's, while its user may."""
+    return Session.objects.owned_by(session.user).in_scope(
+        agent_id=session.agent_id, user_id=session.user_id, organization_id=session.organization_id
+    )
+
+
+def search_past_chats(
+    *,
+    session: Session,
+    query: str,
+    limit: int = RECALL_DEFAULT_HITS,
+    exclude_topic_id: int | None = None,
+) -> list[RecallHit]:
+    """The best ``limit`` hits for ``query`` in the past chats of ``session``'s scope, the
+    topic ``exclude_topic_id`` (the current one) left out."""
+    terms = recall_terms(query)
+    limit = max(1, min(limit, RECALL_MAX_HITS))
+    sessions = recall_sessions(session=session)
+    topics = Topic.objects.filter(session__in=sessions)
+    if exclude_topic_id is not None:
+        topics = topics.exclude(pk=exclude_topic_id)
+    user_messages = Message.objects.filter(topic__in=topics, role=Message.Role.USER)
+    candidates = [
+        ("message", message, message.content)
+        for message in indexed_messages(user_messages, terms=terms, limit=RECALL_CANDIDATES)
+    ]
+    candidates += _topic_candidates(topics, terms)
+    candidates += _notes_candidates(topics, terms)
+    return _ranked_hits(candidates, terms)[:limit]
+
+
+def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
+    """The conversation messages of ``messages`` that hold any of ``terms``, in the full-text
+    index's own order (BM25 on SQLite, ``ts_rank`` on PostgreSQL), with topic and session."""
+    rows = messages.conversation()
+    if connection.vendor == "postgresql":
+        ids = _postgres.matching_ids(rows, MESSAGE_VECTOR, terms=terms, limit=limit)
+    else:
+        ids = _sqlite.matching_ids(
+            "memory_message_search",
+            terms=terms,
+            ids_sql=rows.values("pk").query.sql_with_params(),
+            limit=limit,
+        )
+    found = Message.objects.select_related("topic", "session").in_bulk(ids)
+    return [found[pk] for pk in ids if pk in found]
+
+
+def _topic_candidates(topics, terms: list[str]):
+    if connection.vendor == "postgresql":
+        ids = _postgres.matching_ids(topics, TOPIC_VECTOR, terms=terms, limit=RECALL_CANDIDATES)
+    else:
+        ids = _sqlite.matching_ids(
+            "memory_topic_search",
+            terms=terms,
+            ids_sql=topics.values("pk").query.sql_with_params(),
+            limit=RECALL_CANDIDATES,
+        )
+    found = Topic.objects.select_related("session").in_bulk(ids)
+    return [
+        ("topic", found[pk], f"{found[pk].title}\n{found[pk].summary}") for pk in ids if pk in found
+    ]
+
+
+def _notes_candidates(topics, terms: list[str]):
+    """Notes have no index: the scope's few documents are matched word by word, any term."""
+    matches = Q()
+    for term in terms:
+        matches |= Q(content__icontains=term)
+    rows = (
+        Notes.objects.filter(topic__in=topics)
+        .exclude(content="")
+        .filter(matches)
+        .select_related("topic", "topic__session")
+        .order_by("-pk")[:RECALL_CANDIDATES]
+    )
+    return [("notes", notes, notes.content) for notes in rows]
+
+
+def _ranked_hits(candidates, terms: list[str]) -> list[RecallHit]:
+    tokens = [_folded_words(text) for _, _, text in candidates]
+    folded_terms = [_fold_accents(term) for term in terms]
+    present = [
+        {term for term in folded_terms if any(word.startswith(term) for word in words)}
+        for words in tokens
+    ]
+    pool = max(1, len(candidates))
+    weight = {
+        term: 1.0 + _log(pool / (1 + sum(term in found for found in present)))
+        for term in folded_terms
+    }
+    hits = []
+    for (kind, row, text), found in zip(candidates, present, strict=True):
+        if not found:  # the index matched a word the fold sees otherwise: not a hit
+            continue
+        score = sum(weight[term] for term in found) / sum(weight.values())
+        hits.append(_hit(kind, row, text, folded_terms, score))
+    hits.sort(key=lambda hit: (round(hit.score, 6), hit.at, hit.topic_id), reverse=True)
+    return hits
+
+
+def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> RecallHit:
+    topic = row if kind == "topic" else row.topic
+    session = topic.session
+    if kind == "topic":
+        text = topic.summary or topic.title
+    return RecallHit(
+        kind=kind,
+        session_id=session.pk,
+        topic_id=topic.pk,
+        message_id=row.pk if kind == "message" else None,
+        date=day_of(session.created_at),
+        topic_title=shown_topic_title(topic.title),
+        memory_state=topic.memory_state.value,
+        snippet=_snippet(text, terms),
+        score=score,
+        at=row.updated_at if kind == "notes" else row.created_at,
+    )
+
+
+def day_of(moment) -> str:
+    """A stored time as the day people read, ``2026-03-02`` (the server's time zone)."""
+    return timezone.localtime(moment).date().isoformat()
+
+
+def _snippet(text: str, terms: list[str], limit: int = RECALL_SNIPPET_CHARS) -> str:
+    """``text`` on one line, around its first matching word when it is long."""
+    text = one_line(text)
+    if len(text) <= limit:
+        return text
+    folded = _fold_accents(text.casefold())
+    starts = [
+        match.start()
+        for match in _WORD.finditer(folded)
+        if any(match.group().startswith(term) for term in terms)
+    ]
+    start = max(0, (starts[0] if starts else 0) - limit // 4)
+    if start:
+        start = text.find(" ", start) + 1 or start
+    piece = one_line(text[start:], limit - (1 if start else 0), at_word=True)
+    return ("…" if start else "") + piece
+
+
+def _folded_words(text: str) -> list[str]:
+    return _WORD.findall(_fold_accents(text.casefold()))
+
+
+def _fold_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def _log(value: float) -> float:
+    return math.log(value) if value > 0 else 0.0
+
+
+# --- recall's read: the turns around a hit ---------------------------------------------------
+
+
+class RecallNotFound(InvalidInput):
+    """An id recall cannot read: not in the scope, or not there at all (the same words)."""
+
+    def __init__(self, what: str, ident: object) -> None:
+        super().__init__(f"no {what} {ident} in your past chats with this user", field=what)
+
+
+def read_past_chat(
+    *, session: Session, message_id: int | None = None, topic_id: int | None = None
+) -> dict:
+    """The conversation around a message (``RECALL_READ_AROUND`` each side, in its topic),
+    or a topic's title, summary, notes and first messages; only inside the scope."""
+    sessions = recall_sessions(session=session)
+    if message_id is not None:
+        message = (
+            Message.objects.filter(session__in=sessions, pk=message_id)
+            .conversation()
+            .select_related("topic", "session")
+            .first()
+        )
+        if message is None:
+            raise RecallNotFound("message_id", message_id)
+        conversation = Message.objects.filter(topic_id=message.topic_id).conversation()
+        before = list(
+            conversation.filter(seq__lt=message.seq).order_by("-seq")[:RECALL_READ_AROUND]
+        )
+        after = list(conversation.filter(seq__gt=message.seq).order_by("seq")[:RECALL_READ_AROUND])
+        turns = [*reversed(before), message, *after]
+        return {**_topic_head(message.topic), "turns": [_turn(turn) for turn in turns]}
+    if topic_id is None:
+        raise InvalidInput("give the message_id or the topic_id of a hit", field="message_id")
+    topic = (
+        Topic.objects.filter(session__in=sessions, pk=topic_id).select_related("session").first()
+    )
+    if topic is None:
+        raise RecallNotFound("topic_id", topic_id)
+    conversation = Message.objects.filter(topic_id=topic.pk).conversation().order_by("seq")
+    turns = list(conversation[: RECALL_READ_TOPIC_MESSAGES + 1])
+    notes = Notes.objects.filter(topic=topic).order_by("-pk").values_list("content", flat=True)
+    data = {
+        **_topic_head(topic),
+        "summary": topic.summary,
+        "notes": one_line(notes.first() or "", RECALL_TURN_CHARS),
+        "turns": [_turn(turn) for turn in turns[:RECALL_READ_TOPIC_MESSAGES]],
+    }
+    if len(turns) > RECALL_READ_TOPIC_MESSAGES:
+        data["more_turns"] = conversation.count() - RECALL_READ_TOPIC_MESSAGES
+    return data
+
+
+def _topic_head(topic: Topic) -> dict:
+    return {
+        "topic_id": topic.pk,
+        "topic": shown_topic_title(topic.title),
+        "session_id": topic.session_id,
+        "date": day_of(topic.session.created_at),
+        "memory_state": topic.memory_state.value,
+    }
+
+
+def _turn(message: Message) -> dict:
+    return {
+        "message_id": message.pk,
+        "role": message.role,
+        "date": day_of(message.created_at),
+        "text": one_line(message.content, RECALL_TURN_CHARS),
+    }
