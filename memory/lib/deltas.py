@@ -15,9 +15,16 @@ from collections.abc import Callable
 
 
 class DeltaBatcher:
-    def __init__(self, send: Callable[[str], None], *, seconds: float) -> None:
+    def __init__(
+        self,
+        send: Callable[[str], None],
+        *,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._send = send
         self._seconds = seconds
+        self._clock = clock
         self._held: list[str] = []
         self._sent_at: float | None = None
 
@@ -25,13 +32,13 @@ class DeltaBatcher:
         if not piece:
             return
         self._held.append(piece)
-        now = time.monotonic()
+        now = self._clock()
         if self._sent_at is None or now - self._sent_at >= self._seconds:
             self._emit(now)
 
     def flush(self) -> None:
         if self._held:
-            self._emit(time.monotonic())
+            self._emit(self._clock())
 
     def _emit(self, now: float) -> None:
         text, self._held = "".join(self._held), []
