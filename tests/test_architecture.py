@@ -22,6 +22,7 @@ DJANGO_FILES = {
     "admin.py",
     "apps.py",
     "migrations",
+    "models",  # a package: the durable facts beside the rest (memory/models/facts.py)
     "models.py",
     "tasks.py",
     "management",

@@ -4,6 +4,8 @@ durable facts, and the audit trail of memory decisions.
 Invariants the database enforces (not just the code): one active topic per session,
 one active notes document per topic, one facts document per (user, agent,
 organization), and a message's per-session sequence number is unique.
+
+The durable facts and their history are in ``memory/models/facts.py``.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ class Session(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text="An evaluation was asked for and has not run yet (memory/sweep.py).",
+        help_text="An evaluation was asked for and has not run yet (the sweep of "
+        "memory/actions/scheduling.py enqueues it).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -470,32 +473,6 @@ class Notes(models.Model):
         return f"Notes of {self.topic}" + (" (archived)" if self.archived else "")
 
 
-class ImportantInfo(models.Model):
-    """Durable facts: one key-value document per (user, agent, organization)."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="important_info"
-    )
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="important_info")
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="important_info"
-    )
-    data = models.JSONField(default=dict, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        verbose_name = "important info"
-        verbose_name_plural = "important info"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "agent", "organization"], name="one_facts_document_per_scope"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"Facts of {self.user} with {self.agent}"
-
-
 class MemoryDecision(models.Model):
     """Audit trail: who moved which topic from which memory state to which, or edited its
     title and summary (``action`` edit: the states are the topic's state at the time)."""
@@ -588,3 +565,7 @@ class Deletion(models.Model):
     def __str__(self) -> str:
         what = f"topic {self.topic_ref} of session" if self.topic_ref else "session"
         return f"{what} {self.session_ref} deleted by {self.get_via_display().lower()}"
+
+
+# Defined beside their rules; importable from here like every model.
+from memory.models.facts import FactActor, FactChange, ImportantInfo  # noqa: E402, F401
