@@ -318,7 +318,7 @@ def build_scope(*, name: str):
         "languages": "Dutch, English, learning Spanish",
     }
     for key, value in facts.items():
-        set_fact(user=user, agent=agent, key=key, value=value)
+        set_fact(user=user, agent=agent, key=key, value=value, actor="user")
     return Session.objects.start(user=user, agent=agent)
 
 

@@ -23,6 +23,7 @@ from django.contrib.admin.utils import unquote
 from django.db.models import Count
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
@@ -33,6 +34,8 @@ from memory.lib.validation import check_summary, check_title, check_topic_title
 from memory.models import (
     Agent,
     Deletion,
+    FactActor,
+    FactChange,
     ImportantInfo,
     MemoryDecision,
     Message,
@@ -41,7 +44,8 @@ from memory.models import (
     Session,
     Topic,
 )
-from memory.stores.facts import check_facts_document
+from memory.models.facts import MAX_FACT_HISTORY
+from memory.stores.facts import check_facts_document, replace_facts
 from memory.stores.messages import usage_totals
 from memory.stores.notes import check_notes
 
@@ -399,14 +403,66 @@ class NotesAdmin(admin.ModelAdmin):
     readonly_fields = ["topic", "archived", "archived_at", "created_at", "updated_at"]
 
 
+class FactsForm(checked_form(ImportantInfo)):
+    def clean_data(self):
+        """The whole document, checked as every fact is: keys (a key stored before
+        today's rules may stay), values, look-alikes, count, token budget."""
+        before = self.instance.data if self.instance.pk else {}
+        try:
+            return check_facts_document(self.cleaned_data["data"], before=before or {})
+        except Refused as refused:
+            raise forms.ValidationError(refused.message) from refused
+
+
+class FactChangeInline(admin.TabularInline):
+    """Each fact's history (read-only): who changed it, when, from which topic."""
+
+    model = FactChange
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "key", "action", "actor", "user", "topic", "old_value", "new_value"]
+    readonly_fields = fields
+    verbose_name = "change"
+    verbose_name_plural = f"history (the last {MAX_FACT_HISTORY} changes of each fact)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(ImportantInfo)
 class ImportantInfoAdmin(admin.ModelAdmin):
     list_display = ["user", "agent", "organization", "updated_at"]
     list_filter = ["agent", "organization", "user"]
     search_fields = ["user__username", "agent__name"]
-    readonly_fields = ["user", "agent", "organization", "updated_at"]
-    # The whole document, checked as every fact is: keys, values, count, token budget.
-    form = checked_form(ImportantInfo, data=check_facts_document)
+    readonly_fields = ["user", "agent", "organization", "updated_at", "set_by"]
+    form = FactsForm
+    inlines = [FactChangeInline]
+
+    def has_add_permission(self, request):
+        return False  # a document belongs to a scope: it is made by the first fact set
+
+    def save_model(self, request, obj, form, change):
+        """An operator's edit is the user's side (the agent cannot overwrite it), recorded
+        key by key with the operator as who acted."""
+        replace_facts(
+            document=obj, data=form.cleaned_data["data"], actor=FactActor.USER, by=request.user
+        )
+
+    @admin.display(description="who set each fact")
+    def set_by(self, obj):
+        rows = []
+        for key in sorted(obj.data or {}):
+            entry = (obj.provenance or {}).get(key)
+            if entry:
+                rows.append((key, entry["actor"], entry["set_at"], entry.get("topic_id") or "—"))
+            else:
+                rows.append((key, "unknown (stored before provenance was kept)", "", ""))
+        if not rows:
+            return "no facts"
+        return format_html(
+            "<table><tr><th>key</th><th>set by</th><th>when</th><th>topic</th></tr>{}</table>",
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows),
+        )
 
 
 @admin.register(MemoryDecision)

@@ -151,11 +151,12 @@ def test_a_stranger_gets_404_for_the_memory_block(as_bob, session):
 
 def test_facts_are_created_changed_and_deleted(as_alice, session, alice, agent):
     base = f"/agents-api/sessions/{session.pk}/facts"
-    assert as_alice.get(base).json() == {"facts": {}}
+    assert as_alice.get(base).json() == {"facts": {}, "provenance": {}}
 
     created = put(as_alice, f"{base}/favourite colour", {"value": "teal"})
     assert created.status_code == 200
-    assert created.json() == {"facts": {"favourite colour": "teal"}}
+    assert created.json()["facts"] == {"favourite colour": "teal"}
+    assert created.json()["provenance"]["favourite colour"]["actor"] == "user"
 
     changed = put(as_alice, f"{base}/favourite colour", {"value": "red"})
     assert changed.json()["facts"]["favourite colour"] == "red"
@@ -203,7 +204,7 @@ def test_bad_fact_input_is_a_400_and_nothing_is_stored(
 
 
 def test_a_stranger_can_neither_read_nor_change_facts(as_bob, session, alice, agent):
-    set_fact(user=alice, agent=agent, key="secret", value="alice's")
+    set_fact(user=alice, agent=agent, key="secret", value="alice's", actor="user")
     base = f"/agents-api/sessions/{session.pk}/facts"
     assert as_bob.get(base).status_code == 404
     assert put(as_bob, f"{base}/secret", {"value": "bob's"}).status_code == 404
@@ -212,10 +213,10 @@ def test_a_stranger_can_neither_read_nor_change_facts(as_bob, session, alice, ag
 
 
 def test_facts_belong_to_the_user_not_to_everyone_of_the_agent(client, alice, bob, agent):
-    set_fact(user=alice, agent=agent, key="name", value="Alice")
+    set_fact(user=alice, agent=agent, key="name", value="Alice", actor="user")
     bobs = Session.objects.start(user=bob, agent=agent)
     client.force_login(bob)
-    assert client.get(f"/agents-api/sessions/{bobs.pk}/facts").json() == {"facts": {}}
+    assert client.get(f"/agents-api/sessions/{bobs.pk}/facts").json()["facts"] == {}
 
 
 # --- notes -------------------------------------------------------------------------------

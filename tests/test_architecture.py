@@ -22,8 +22,8 @@ DJANGO_FILES = {
     "admin.py",
     "apps.py",
     "migrations",
+    "models",  # a package: the durable facts beside the rest (memory/models/facts.py)
     "models.py",
-    "models",
     "tasks.py",
     "management",
 }

@@ -187,7 +187,7 @@ def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice)
     topic = session.active_topic()
     lunch = add_topic(session, title="Lunch", summary="Chose the noodle place.")
     append_notes(topic=topic, text="Decided: Postgres.")
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     Session.objects.filter(pk=session.pk).update(drift_result="continuing: Ledger")
     add_messages(session, 2)
     stack = assemble_context(session=session, working_memory="Plan: answer briefly.")
@@ -210,7 +210,7 @@ def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice)
 def test_persistent_memory_sits_between_the_tools_and_the_facts(session, agent, alice):
     other = Session.objects.start(user=alice, agent=agent)
     add_topic(other, title="Stack", summary="Django + Postgres.", keep=True)
-    set_fact(user=alice, agent=agent, key="tz", value="CET")
+    set_fact(user=alice, agent=agent, key="tz", value="CET", actor="user")
     text = stable_text(session)
     assert (
         text.index("## Tools") < text.index("Stack: Django + Postgres.") < text.index("- tz: CET")
@@ -251,7 +251,7 @@ def test_prior_topics_are_this_sessions_summaries_in_order_deprecated_by_title_o
 
 
 def test_each_layer_reports_its_tokens_as_the_sum_of_its_parts(session, agent, alice):
-    set_fact(user=alice, agent=agent, key="name", value="Alice")
+    set_fact(user=alice, agent=agent, key="name", value="Alice", actor="user")
     append_notes(topic=session.active_topic(), text="scratch")
     add_messages(session, 4)
     stack = assemble_context(session=session, working_memory="w" * 40)
@@ -298,7 +298,7 @@ def test_the_stable_prefix_is_byte_identical_across_turns_with_nothing_changed(
 ):
     other = Session.objects.start(user=alice, agent=agent)
     add_topic(other, title="Stack", summary="Django.", keep=True)
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     add_messages(session, 3)
     first = stable_text(session)
     # A whole turn happens: messages, a tool round, notes; none of it is a stable input.
@@ -331,10 +331,10 @@ def test_the_stable_prefix_changes_after_a_deprecation(session, agent, alice):
 
 def test_the_stable_prefix_changes_after_a_fact_is_set_or_unset(session, agent, alice):
     before = stable_text(session)
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     with_fact = stable_text(session)
     assert with_fact != before and "- city: Lyon" in with_fact
-    unset_fact(user=alice, agent=agent, key="city")
+    unset_fact(user=alice, agent=agent, key="city", actor="user")
     assert stable_text(session) == before
 
 
@@ -351,7 +351,7 @@ def test_a_promotion_in_this_session_leaves_its_own_stable_prefix_alone(session)
 
 def test_facts_are_rendered_sorted_whatever_the_insertion_order(session, agent, alice):
     for key in ["zeta", "alpha", "mid"]:
-        set_fact(user=alice, agent=agent, key=key, value={"b": 1, "a": [2, 3]})
+        set_fact(user=alice, agent=agent, key=key, value={"b": 1, "a": [2, 3]}, actor="user")
     lines = [line for line in stable_text(session).splitlines() if line.startswith("- ")]
     facts = [line for line in lines if '{"a": [2, 3], "b": 1}' in line]
     assert facts == [
@@ -365,7 +365,7 @@ def test_another_users_facts_and_memory_never_reach_the_stack(session, agent, or
     bob = make_user("bob", organization)
     bobs = Session.objects.start(user=bob, agent=agent)
     add_topic(bobs, title="Bob's plan", summary="Secret.", keep=True)
-    set_fact(user=bob, agent=agent, key="bob-secret", value="hunter2")
+    set_fact(user=bob, agent=agent, key="bob-secret", value="hunter2", actor="user")
     text = json.dumps(assemble_context(session=session).as_dict())
     assert "Secret." not in text and "hunter2" not in text and "Bob's plan" not in text
 

@@ -25,7 +25,7 @@ def test_the_owner_sees_the_assembled_stack_and_the_cache_figures(session, alice
     add_topic(earlier, title="Old", summary="o" * 80, keep=True, age_days=9)
     add_topic(earlier, title="Stack", summary="Django.", keep=True, age_days=1)
     Agent.objects.filter(pk=agent.pk).update(memory_token_budget=10)
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     append_notes(topic=session.active_topic(), text="Decided: Postgres.")
     add_messages(session, 3)
     Message.objects.filter(session=session, role="assistant").update(

@@ -51,7 +51,7 @@ def grow_history(session, *, topics: int, messages: int) -> None:
         add_tool_round(session, ["notes", "important_info"], tag=f"{session.message_count}-")
     append_notes(topic=active, text="working notes")
     for key in range(20):
-        set_fact(user=session.user, agent=session.agent, key=f"fact {key}", value=key)
+        set_fact(user=session.user, agent=session.agent, key=f"fact {key}", value=key, actor="user")
 
 
 def test_assembly_runs_the_same_number_of_queries_at_10_and_at_2000_messages(

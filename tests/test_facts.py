@@ -9,27 +9,27 @@ from memory.stores.facts import FactError, read_facts, set_fact, unset_fact
 
 def test_set_creates_the_document_then_updates_entries_by_key(alice, agent):
     assert read_facts(user=alice, agent=agent) == {}
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
-    data = set_fact(user=alice, agent=agent, key="city", value="Paris")
-    set_fact(user=alice, agent=agent, key="pets", value=["cat", "dog"])
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
+    data = set_fact(user=alice, agent=agent, key="city", value="Paris", actor="user")
+    set_fact(user=alice, agent=agent, key="pets", value=["cat", "dog"], actor="user")
     assert data == {"city": "Paris"}
     assert read_facts(user=alice, agent=agent) == {"city": "Paris", "pets": ["cat", "dog"]}
     assert ImportantInfo.objects.count() == 1
 
 
 def test_unset_deletes_one_entry_and_says_whether_it_existed(alice, agent):
-    set_fact(user=alice, agent=agent, key="a", value=1)
-    set_fact(user=alice, agent=agent, key="b", value=2)
-    assert unset_fact(user=alice, agent=agent, key="a") is True
-    assert unset_fact(user=alice, agent=agent, key="a") is False
-    assert unset_fact(user=alice, agent=agent, key="never") is False
+    set_fact(user=alice, agent=agent, key="a", value=1, actor="user")
+    set_fact(user=alice, agent=agent, key="b", value=2, actor="user")
+    assert unset_fact(user=alice, agent=agent, key="a", actor="user") is True
+    assert unset_fact(user=alice, agent=agent, key="a", actor="user") is False
+    assert unset_fact(user=alice, agent=agent, key="never", actor="user") is False
     assert read_facts(user=alice, agent=agent) == {"b": 2}
 
 
 def test_keys_are_trimmed(alice, agent):
-    set_fact(user=alice, agent=agent, key="  city ", value="Lyon")
+    set_fact(user=alice, agent=agent, key="  city ", value="Lyon", actor="user")
     assert read_facts(user=alice, agent=agent) == {"city": "Lyon"}
-    assert unset_fact(user=alice, agent=agent, key="city ") is True
+    assert unset_fact(user=alice, agent=agent, key="city ", actor="user") is True
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_keys_are_trimmed(alice, agent):
 )
 def test_bad_keys_and_values_are_refused_with_a_reason(alice, agent, key, value, message):
     with pytest.raises(FactError, match=message.replace("$", r"\$")):
-        set_fact(user=alice, agent=agent, key=key, value=value)
+        set_fact(user=alice, agent=agent, key=key, value=value, actor="user")
     assert read_facts(user=alice, agent=agent) == {}
 
 
@@ -56,10 +56,10 @@ def test_each_user_agent_and_organization_has_its_own_document(alice, bob, agent
     other_org_agent = Agent.objects.create(
         organization=Organization.objects.create(name="Else", slug="else"), name="Drift", soul="."
     )
-    set_fact(user=alice, agent=agent, key="k", value="alice-drift")
-    set_fact(user=bob, agent=agent, key="k", value="bob-drift")
-    set_fact(user=alice, agent=other_agent, key="k", value="alice-two")
-    set_fact(user=alice, agent=other_org_agent, key="k", value="alice-else")
+    set_fact(user=alice, agent=agent, key="k", value="alice-drift", actor="user")
+    set_fact(user=bob, agent=agent, key="k", value="bob-drift", actor="user")
+    set_fact(user=alice, agent=other_agent, key="k", value="alice-two", actor="user")
+    set_fact(user=alice, agent=other_org_agent, key="k", value="alice-else", actor="user")
     assert read_facts(user=alice, agent=agent) == {"k": "alice-drift"}
     assert read_facts(user=bob, agent=agent) == {"k": "bob-drift"}
     assert read_facts(user=alice, agent=other_agent) == {"k": "alice-two"}

@@ -54,7 +54,7 @@ generation.max-examples = {storing_examples}
 def test_no_operation_answers_5xx_for_any_generated_input(alice, agent, session, tmp_path):
     token = Token.objects.create(user=alice).key
     topic = session.active_topic()
-    set_fact(user=alice, agent=agent, key="tea", value="green")
+    set_fact(user=alice, agent=agent, key="tea", value="green", actor="user")
     append_notes(topic=topic, text="decided: green tea")
     config = tmp_path / "schemathesis.toml"
     config.write_text(

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def scope(session, alice, agent):
     """alice's session with a fact, a note and a message: all she must lose."""
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     topic = session.active_topic()
     append_notes(topic=topic, text="a private note")
     session.append_message(role=Message.Role.USER, content="hello")

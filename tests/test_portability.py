@@ -30,8 +30,8 @@ def remembered(alice, agent):
     add_topic(first, title="Weather chat", summary="Casual.", age_days=1)
     second = Session.objects.start(user=alice, agent=agent)
     add_message(second, Message.Role.USER, "Привет! Давай обсудим кэш.")
-    set_fact(user=alice, agent=agent, key="editor", value="helix")
-    set_fact(user=alice, agent=agent, key="team", value={"size": 4, "lead": "Ana"})
+    set_fact(user=alice, agent=agent, key="editor", value="helix", actor="user")
+    set_fact(user=alice, agent=agent, key="team", value={"size": 4, "lead": "Ana"}, actor="user")
     return first, second
 
 

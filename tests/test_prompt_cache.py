@@ -89,7 +89,7 @@ def test_a_fact_set_by_a_tool_changes_the_stable_prefix_from_the_next_turn_on(se
 
 def test_a_fact_set_outside_the_turn_changes_the_stable_prefix(session, alice, agent, fake_openai):
     do_send_message(session=session, content="Hello")
-    set_fact(user=alice, agent=agent, key="city", value="Lyon")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     do_send_message(session=session, content="Where do I live?")
 
     before, after = map(stable_prefix, fake_openai.requests)

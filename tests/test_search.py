@@ -35,7 +35,7 @@ def decided(session, alice, agent):
     add_message(earlier, Message.Role.USER, "Which databases should we compare?")
     Message.objects.filter(session=earlier).update(topic=topic)
     add_message(session, Message.Role.USER, "Remind me what we decided about the database")
-    set_fact(user=alice, agent=agent, key="primary database", value="PostgreSQL 16")
+    set_fact(user=alice, agent=agent, key="primary database", value="PostgreSQL 16", actor="user")
     return topic
 
 
@@ -62,7 +62,7 @@ def test_it_never_returns_a_strangers_matching_data(decided, alice, bob, agent):
     strangers = Session.objects.start(user=bob, agent=agent)
     add_topic(strangers, title="Bob's database", summary="Bob's database notes", keep=True)
     add_message(strangers, Message.Role.USER, "bob talks about the database too")
-    set_fact(user=bob, agent=agent, key="bob database", value="Oracle")
+    set_fact(user=bob, agent=agent, key="bob database", value="Oracle", actor="user")
     hits = search_memory(user=alice, query="database")
     assert hits and all(hit.session_id != strangers.pk for hit in hits)
     assert not [hit for hit in hits if "bob" in (hit.title + hit.snippet).casefold()]

@@ -268,11 +268,11 @@ def test_important_info_sets_reads_and_unsets_facts_of_the_sessions_scope(sessio
     assert run(session, "important_info", {"operation": "read"}) == {
         "facts": {"age": 41, "city": "Lyon"}
     }
-    assert run(session, "important_info", {"operation": "read", "key": "city"}) == {
-        "key": "city",
-        "found": True,
-        "value": "Lyon",
-    }
+    city = run(session, "important_info", {"operation": "read", "key": "city"})
+    assert (city["key"], city["found"], city["value"]) == ("city", True, "Lyon")
+    assert city["provenance"]["actor"] == "agent"
+    assert city["provenance"]["topic_id"] == session.active_topic().pk
+    assert [change["new_value"] for change in city["history"]] == ["Lyon"]
     assert run(session, "important_info", {"operation": "read", "key": "zip"}) == {
         "key": "zip",
         "found": False,
@@ -287,7 +287,7 @@ def test_important_info_sets_reads_and_unsets_facts_of_the_sessions_scope(sessio
 
 def test_important_info_never_reads_another_users_facts(session, agent, organization):
     bob = make_user("bob", organization)
-    set_fact(user=bob, agent=agent, key="secret", value="hunter2")
+    set_fact(user=bob, agent=agent, key="secret", value="hunter2", actor="user")
     assert run(session, "important_info", {"operation": "read"}) == {"facts": {}}
     assert run(session, "important_info", {"operation": "read", "key": "secret"}) == {
         "key": "secret",

@@ -364,7 +364,7 @@ def test_offline_remember_stores_the_fact_through_the_builtin_tool(session, alic
     }
     assert json.loads(tool_message.content)["value"] == "green"
     assert result.reply.content == "Remembered: tea = green"
-    assert result.reply.model_name == "offline"
+    assert result.reply.model_name == ""  # the user's command: no model was asked
 
 
 def test_offline_plain_message_says_no_model_is_configured(session):

@@ -7,7 +7,7 @@ is a 400 that says what was wrong.
 
 from dataclasses import asdict
 
-from django.urls import path
+from django.urls import path, register_converter
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
@@ -16,11 +16,23 @@ from rest_framework.response import Response
 
 from chat.api.input import CheckedField
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
-from chat.api.serializers import DetailSerializer, FactsSerializer, NotesSerializer, TopicSerializer
+from chat.api.serializers import (
+    DetailSerializer,
+    FactDetailSerializer,
+    FactsSerializer,
+    NotesSerializer,
+    TopicSerializer,
+)
 from memory.actions.curation import do_user_curation
 from memory.events import topic_payload
-from memory.models import MemoryState
-from memory.stores.facts import check_fact_key, check_fact_value, read_facts, set_fact, unset_fact
+from memory.models import FactActor, MemoryState
+from memory.stores.facts import (
+    check_fact_value,
+    read_fact,
+    read_facts_with_provenance,
+    set_fact,
+    unset_fact,
+)
 from memory.stores.notes import read_latest_notes
 from memory.stores.persistent import (
     PersistentMemory,
@@ -119,38 +131,70 @@ def session_memory(request: Request, session_id: int) -> Response:
 @extend_schema(responses={200: FactsSerializer, 404: _NOT_FOUND}, summary="Durable facts")
 @api_view(["GET"])
 def session_facts(request: Request, session_id: int) -> Response:
+    """The scope's facts and, per key, who last set it (user, agent, import,
+    consolidator), when and from which topic."""
     session = owned_session_or_404(request.user, session_id)
-    return Response({"facts": read_facts(user=session.user, agent=session.agent)})
+    return Response(_facts(session))
 
 
+@extend_schema(
+    methods=["GET"],
+    operation_id="sessions_fact_history_retrieve",
+    responses={200: FactDetailSerializer, 404: _NOT_FOUND},
+    summary="One durable fact with its history",
+)
 @extend_schema(
     methods=["PUT"],
     request=FactValueSerializer,
     responses={200: FactsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
-    summary="Create or change one durable fact",
+    summary="Create or change one durable fact, as the user",
 )
 @extend_schema(
     methods=["DELETE"],
     responses={204: None, 400: _BAD_INPUT, 404: _NOT_FOUND},
-    summary="Delete one durable fact",
+    summary="Delete one durable fact, as the user",
 )
-@api_view(["PUT", "DELETE"])
+@api_view(["GET", "PUT", "DELETE"])
 def session_fact(request: Request, session_id: int, key: str) -> Response:
-    """Create, change or remove one durable fact of the session's (user, agent) scope."""
+    """Read (with its history: the newest changes first, who, when, the values before and
+    after), create, change or remove one durable fact of the session's scope. Changes are
+    the user's: the agent cannot overwrite or remove them. A key is one line of visible
+    characters, normalized, and may not look like another key (docs/limits.md)."""
     session = owned_session_or_404(request.user, session_id)
-    key = check_fact_key(key)  # InvalidInput is a 400 naming the field (chat/api/input.py)
+    scope = {"user": session.user, "agent": session.agent}
+    if request.method == "GET":
+        return _fact_detail(session, key)
     if request.method == "DELETE":
-        if not unset_fact(user=session.user, agent=session.agent, key=key):
+        if not unset_fact(**scope, key=key, actor=FactActor.USER, by=request.user):
             return Response(
                 {"detail": f"there is no fact named {key!r}"}, status=status.HTTP_404_NOT_FOUND
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
     form = FactValueSerializer(data=request.data)
     form.is_valid(raise_exception=True)
-    facts = set_fact(
-        user=session.user, agent=session.agent, key=key, value=form.validated_data["value"]
+    # A refused key or value is a 400 naming the field (chat/api/errors.py).
+    set_fact(
+        **scope,
+        key=key,
+        value=form.validated_data["value"],
+        actor=FactActor.USER,
+        by=request.user,
     )
-    return Response({"facts": facts})
+    return Response(_facts(session))
+
+
+def _facts(session) -> dict:
+    facts, provenance = read_facts_with_provenance(user=session.user, agent=session.agent)
+    return {"facts": facts, "provenance": provenance}
+
+
+def _fact_detail(session, key: str) -> Response:
+    fact = read_fact(user=session.user, agent=session.agent, key=key)
+    if not fact["found"] and not fact["history"]:
+        return Response(
+            {"detail": f"there is no fact named {key!r}"}, status=status.HTTP_404_NOT_FOUND
+        )
+    return Response(fact)
 
 
 @extend_schema(responses={200: NotesSerializer, 404: _NOT_FOUND}, summary="A topic's notes")
@@ -175,10 +219,25 @@ def _block(memory: PersistentMemory) -> dict:
     }
 
 
+class FactKeyConverter:
+    """Any text, line breaks too: a key the rules refuse is answered with a JSON 400 that
+    says why, and one stored before them can still be removed."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(FactKeyConverter, "factkey")
+
 urlpatterns = [
     path("topics/<int:topic_id>/memory", topic_memory, name="api-topic-memory"),
     path("topics/<int:topic_id>/notes", topic_notes, name="api-topic-notes"),
     path("sessions/<int:session_id>/memory", session_memory, name="api-session-memory"),
     path("sessions/<int:session_id>/facts", session_facts, name="api-session-facts"),
-    path("sessions/<int:session_id>/facts/<path:key>", session_fact, name="api-session-fact"),
+    path("sessions/<int:session_id>/facts/<factkey:key>", session_fact, name="api-session-fact"),
 ]

@@ -22,7 +22,7 @@ from memory.lib.validation import (
     check_title,
     check_topic_title,
 )
-from memory.models import Agent, Organization, Session
+from memory.models import Agent, FactActor, Organization, Session
 
 MessageSerializer = payload_serializer(MessagePayload)
 TopicSerializer = payload_serializer(TopicPayload)
@@ -49,11 +49,63 @@ class SessionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(component_name="FactProvenance")
+class FactProvenanceSerializer(serializers.Serializer):
+    """Who last set a fact, when, and from which topic."""
+
+    actor = serializers.ChoiceField(
+        choices=FactActor.choices,
+        read_only=True,
+        help_text="user (REST, the facts panel, /remember, an operator in admin), agent (its "
+        "important_info tool), import, or consolidator.",
+    )
+    set_at = serializers.DateTimeField(read_only=True)
+    topic_id = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The topic of the turn that set it, if any."
+    )
+
+
 @extend_schema_serializer(component_name="Facts")
 class FactsSerializer(serializers.Serializer):
-    """The durable facts of a (user, agent, organization) scope: key to JSON value."""
+    """The durable facts of a (user, agent, organization) scope: key to JSON value, and
+    beside them who last set each one."""
 
     facts = serializers.DictField(child=serializers.JSONField(), read_only=True)
+    provenance = serializers.DictField(
+        child=FactProvenanceSerializer(allow_null=True),
+        read_only=True,
+        help_text="Per key of facts: who set it, when, from which topic; null for a fact "
+        "stored before provenance was kept.",
+    )
+
+
+@extend_schema_serializer(component_name="FactChange")
+class FactChangeSerializer(serializers.Serializer):
+    """One change of a fact, as its history keeps it."""
+
+    action = serializers.ChoiceField(choices=["set", "unset"], read_only=True)
+    actor = serializers.ChoiceField(choices=FactActor.choices, read_only=True)
+    at = serializers.DateTimeField(read_only=True)
+    topic_id = serializers.IntegerField(read_only=True, allow_null=True)
+    old_value = serializers.JSONField(
+        read_only=True, allow_null=True, help_text="null: the key was new."
+    )
+    new_value = serializers.JSONField(
+        read_only=True, allow_null=True, help_text="null: the fact was removed."
+    )
+
+
+@extend_schema_serializer(component_name="FactDetail")
+class FactDetailSerializer(serializers.Serializer):
+    """One fact with its provenance and its history (the newest changes first)."""
+
+    key = serializers.CharField(read_only=True)
+    found = serializers.BooleanField(
+        read_only=True, help_text="false: the fact was removed (its history remains)."
+    )
+    value = serializers.JSONField(read_only=True, allow_null=True)
+    provenance = FactProvenanceSerializer(read_only=True, allow_null=True)
+    history = FactChangeSerializer(many=True, read_only=True)
 
 
 @extend_schema_serializer(component_name="Notes")

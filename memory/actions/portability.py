@@ -21,8 +21,14 @@ from django.db import models, transaction
 from django.utils.dateparse import parse_datetime
 
 from memory.lib.errors import InvalidInput
-from memory.models import ImportantInfo, Message, Session, Topic
-from memory.stores.facts import FactError, check_fact_key, check_fact_value, check_facts_limits
+from memory.models import FactActor, ImportantInfo, Message, Session, Topic
+from memory.stores.facts import (
+    FactError,
+    check_fact_key,
+    check_fact_value,
+    check_lookalike,
+    merge_facts,
+)
 from memory.stores.persistent import invalidate_persistent_memory
 
 FORMAT = "driftless.memory"
@@ -146,11 +152,14 @@ def check_memory_document(document: object) -> dict[str, Any]:
     facts = _object(doc.get("facts", {}), "facts")
     if len(facts) > MAX_FACTS:
         raise ImportRefused(f"facts: at most {MAX_FACTS}")
-    checked_facts = {}
+    checked_facts: dict[str, Any] = {}
     for key, value in facts.items():
         _clean_json([key, value], f"facts[{key!r}]")
         try:
-            checked_facts[check_fact_key(key)] = check_fact_value(value)
+            new_key = check_fact_key(key)
+            if new_key not in checked_facts:  # the same key twice: one after normalizing
+                check_lookalike(checked_facts, new_key)
+            checked_facts[new_key] = check_fact_value(value)
         except FactError as err:
             raise ImportRefused(f"facts[{key!r}]: {err}") from err
     sessions = _list(doc.get("sessions", []), "sessions", MAX_SESSIONS)
@@ -307,17 +316,10 @@ def import_memory(*, user, agent, document: object) -> ImportReport:
     }
     with transaction.atomic():
         if doc["facts"]:
-            facts, _ = ImportantInfo.objects.select_for_update().get_or_create(
-                user=user, agent=agent, organization_id=agent.organization_id
-            )
-            merged = {**facts.data, **doc["facts"]}
-            try:  # the scope's limits hold for an import too (docs/limits.md)
-                check_facts_limits(merged, before=facts.data)
+            try:  # the scope's key rules and limits hold for an import too (docs/limits.md)
+                merge_facts(user=user, agent=agent, facts=doc["facts"], actor=FactActor.IMPORT)
             except FactError as err:
                 raise ImportRefused(f"facts: {err}") from err
-            if merged != facts.data:
-                facts.data = merged
-                facts.save(update_fields=["data", "updated_at"])
         for session_doc in doc["sessions"]:
             _import_session(session_doc, scope=scope, counts=counts)
         invalidate_persistent_memory(f"{agent.pk}:{user.pk}:{agent.organization_id}")

@@ -34,8 +34,15 @@ from memory.lib.errors import InvalidInput, Refused
 from memory.lib.text import one_line
 from memory.lib.validation import loads_json
 from memory.llm import ToolCall
-from memory.models import Message, Session, Topic
-from memory.stores.facts import read_facts, set_fact, unset_fact
+from memory.models import FactActor, Message, Session, Topic
+from memory.stores.facts import (
+    check_fact_key,
+    find_fact_key,
+    read_fact,
+    read_facts,
+    set_fact,
+    unset_fact,
+)
 from memory.stores.messages import store_message
 from memory.stores.notes import append_notes, read_latest_notes, replace_notes
 from memory.stores.recall import (
@@ -87,8 +94,10 @@ _SCHEMAS: dict[str, dict] = {
             "Durable facts about this user that must always be exactly right: names, "
             "configuration values, identities, standing decisions. Shown to you in full on "
             "every turn of every session, never summarized. $set creates or updates the "
-            "entry under key; read returns all entries, or one when key is given; $unset "
-            "deletes the entry under key."
+            "entry under key; read returns all entries, or one when key is given, with who "
+            "set it, when, and its earlier values; $unset deletes the entry under key. A "
+            "fact the user set is theirs: you cannot overwrite or $unset it (tell the user "
+            "instead); you may change the facts you set."
         ),
         "parameters": {
             "type": "object",
@@ -179,15 +188,21 @@ def builtin_tool_schemas() -> list[dict]:
 
 
 def dispatch_tool_calls(
-    *, session: Session, tool_calls: Sequence[ToolCall], other: ToolSource | None = None
+    *,
+    session: Session,
+    tool_calls: Sequence[ToolCall],
+    other: ToolSource | None = None,
+    actor: str = FactActor.AGENT,
 ) -> list[Message]:
     """Run each call in order and store its result as a tool message in the active topic.
 
-    The caller has already stored the assistant message carrying ``tool_calls``.
+    The caller has already stored the assistant message carrying ``tool_calls``. The
+    calls are the agent's, except for the user's own memory commands (``/remember``...,
+    memory/actions/turn.py), which run with ``actor`` the user.
     """
     messages = []
     for call in tool_calls:
-        result = _run(session=session, call=call, other=other)
+        result = _run(session=session, call=call, other=other, actor=actor)
         messages.append(
             store_message(
                 session=session,
@@ -203,7 +218,9 @@ def dispatch_tool_calls(
 ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was done"
 
 
-def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[str, Any]:
+def _run(
+    *, session: Session, call: ToolCall, other: ToolSource | None, actor: str
+) -> dict[str, Any]:
     # Asked afresh for every call: a turn may outlive its user's membership.
     if not session.still_reachable():
         return {"error": ACCESS_ENDED_ERROR}
@@ -221,7 +238,7 @@ def _run(*, session: Session, call: ToolCall, other: ToolSource | None) -> dict[
         # A savepoint: a database error inside one tool must not break the caller's
         # transaction or the calls that follow.
         with transaction.atomic():
-            return handler(session, arguments)
+            return handler(session, arguments, actor)
     except Refused as refused:  # the guard's words, or a limit met, reach the model
         return tool_refusal(refused)
     except Exception:
@@ -281,7 +298,7 @@ def _check_fields(name: str, arguments: dict) -> None:
 # --- the built-ins -----------------------------------------------------------------------
 
 
-def _notes(session: Session, arguments: dict) -> dict[str, Any]:
+def _notes(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
     operation = _operation(arguments, ("$set", "read", "update"))
     active = _active_topic(session)
     if operation == "read":
@@ -315,27 +332,29 @@ def _notes(session: Session, arguments: dict) -> dict[str, Any]:
     return {"ok": True, "topic_id": active.pk, "notes": content}
 
 
-def _important_info(session: Session, arguments: dict) -> dict[str, Any]:
+def _important_info(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
     operation = _operation(arguments, ("$set", "read", "$unset"))
-    user, agent = session.user, session.agent
+    scope = {"user": session.user, "agent": session.agent}
     if operation == "read":
-        facts = read_facts(user=user, agent=agent)
         if arguments.get("key") is None:
-            return {"facts": dict(sorted(facts.items()))}
-        key = _text_field(arguments, "key")
-        if key not in facts:
-            return {"key": key, "found": False}
-        return {"key": key, "found": True, "value": facts[key]}
+            return {"facts": dict(sorted(read_facts(**scope).items()))}
+        fact = read_fact(**scope, key=_text_field(arguments, "key"))
+        if not fact["found"] and not fact["history"]:
+            return {"key": fact["key"], "found": False}
+        return fact  # with who set it, when, and its earlier values
     key = _text_field(arguments, "key")
+    # The turn's topic: where the fact was learnt (its provenance).
+    writer = {"actor": actor, "topic_id": _active_topic(session).pk}
     if operation == "$set":
         if "value" not in arguments:
             raise ToolError("value is required for $set")
-        data = set_fact(user=user, agent=agent, key=key, value=arguments["value"])
-        return {"ok": True, "key": key, "value": data[key]}
-    return {"ok": True, "key": key, "removed": unset_fact(user=user, agent=agent, key=key)}
+        data = set_fact(**scope, key=key, value=arguments["value"], **writer)
+        stored = find_fact_key(data, check_fact_key(key)) or key
+        return {"ok": True, "key": stored, "value": data.get(stored)}
+    return {"ok": True, "key": key, "removed": unset_fact(**scope, key=key, **writer)}
 
 
-def _manage_topic_memory(session: Session, arguments: dict) -> dict[str, Any]:
+def _manage_topic_memory(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
     action = arguments.get("action")
     if not isinstance(action, str) or not action:
         raise ToolError("action is required: one of promote, demote, deprecate")
@@ -354,7 +373,7 @@ def _manage_topic_memory(session: Session, arguments: dict) -> dict[str, Any]:
     }
 
 
-def _recall(session: Session, arguments: dict) -> dict[str, Any]:
+def _recall(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
     operation = arguments.get("operation")
     if operation is None:  # small models leave it out: the arguments say which one
         operation = "search" if "query" in arguments else "read"
@@ -381,7 +400,7 @@ def _recall(session: Session, arguments: dict) -> dict[str, Any]:
     return result
 
 
-_HANDLERS: dict[str, Callable[[Session, dict], dict[str, Any]]] = {
+_HANDLERS: dict[str, Callable[[Session, dict, str], dict[str, Any]]] = {
     "notes": _notes,
     "important_info": _important_info,
     "manage_topic_memory": _manage_topic_memory,

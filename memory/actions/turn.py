@@ -9,6 +9,11 @@ results, and the model is asked again with those appended, for at most
 model failure ends the turn with a stored error record and a ``turn.error`` event; the
 client may then retry, which runs the turn again without storing the message twice.
 
+The user's memory commands (``/remember KEY = VALUE``, ``/forget KEY``, ``/note TEXT``)
+never reach the model: the turn carries them out as the user and stores them as a tool
+round of the agent would be (the call, its result, a sentence), so a fact set that way is
+the user's, whatever model is configured.
+
 A turn is a plain synchronous function: the websocket consumer runs it in a worker
 thread, the REST endpoint calls it directly. One turn per session runs at a time, across
 processes (a lease in the database, memory/stores/leases.py), so two tabs cannot interleave two
@@ -18,9 +23,10 @@ turn gets an error record ("the reply was interrupted") the user can retry.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,11 +47,13 @@ from memory.events import (
     turn_error,
     turn_started,
 )
+from memory.lib.commands import MemoryCommand, parse_memory_command
 from memory.lib.deltas import DeltaBatcher
 from memory.lib.errors import Conflict, Refused, log_error, public_failure
+from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
-from memory.llm import ChatModel, Completion, LLMError, Usage, get_chat_model
-from memory.models import Message, Session, Topic
+from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
+from memory.models import FactActor, Message, Session, Topic
 from memory.stores import leases
 from memory.stores.messages import store_message
 
@@ -137,11 +145,17 @@ def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
     publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
-        with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
-            stack = assemble_context(
-                session=session, extra_tools=mcp.tool_schemas, working_memory=mcp.status_note()
-            )
-            _converse(session=session, stack=stack, mcp=mcp, result=result)
+        command = parse_memory_command(user_message.content)
+        if command is not None:
+            _answer_command(session=session, command=command, result=result)
+        else:
+            with McpToolSource(declared_servers(session.agent.mcp_servers)) as mcp:
+                stack = assemble_context(
+                    session=session,
+                    extra_tools=mcp.tool_schemas,
+                    working_memory=mcp.status_note(),
+                )
+                _converse(session=session, stack=stack, mcp=mcp, result=result)
     except AccessEnded as err:
         _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
@@ -199,14 +213,7 @@ def _converse(
             session,
             role=Message.Role.ASSISTANT,
             content=completion.content,
-            tool_calls=[
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in completion.tool_calls
-            ],
+            tool_calls=_stored_calls(completion.tool_calls),
             **_usage(completion),
         )
         tool_messages = dispatch_tool_calls(
@@ -215,6 +222,41 @@ def _converse(
         _note_stored(session, tool_messages)
         result.activity += [call_message, *tool_messages]
         messages += render_window([_row(message) for message in (call_message, *tool_messages)])
+
+
+def _answer_command(*, session: Session, command: MemoryCommand, result: TurnResult) -> None:
+    """The user's own memory command (``/remember``, ``/forget``, ``/note``), carried out
+    as the user without asking the model: stored as a model's call would be (the call, its
+    result, a sentence saying what it did), so the thread reads the same whatever model is
+    configured, and the fact it sets is the user's (the agent cannot overwrite it)."""
+    if command.tool is None:
+        text = command.usage
+    else:
+        arguments = json.dumps(command.arguments, ensure_ascii=False)
+        call = ToolCall(id=f"command-{result.turn_id[:12]}", name=command.tool, arguments=arguments)
+        call_message = _store(
+            session, role=Message.Role.ASSISTANT, content="", tool_calls=_stored_calls([call])
+        )
+        tool_messages = dispatch_tool_calls(
+            session=session, tool_calls=[call], actor=FactActor.USER
+        )
+        _note_stored(session, tool_messages)
+        result.activity += [call_message, *tool_messages]
+        text = describe_tool_result(call.name, arguments, tool_messages[0].content)
+    flush_outbox()
+    publish(session.pk, reply_delta(result.turn_id, text))
+    result.reply = _store(session, role=Message.Role.ASSISTANT, content=text)
+
+
+def _stored_calls(tool_calls: Sequence[ToolCall]) -> list[dict]:
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in tool_calls
+    ]
 
 
 def _stream(

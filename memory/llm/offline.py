@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from memory.lib.commands import parse_memory_command
 from memory.lib.tool_words import describe_tool_result
 from memory.llm.types import Completion, LLMError, ToolCall
 
@@ -23,12 +24,6 @@ _SETUP_HELP = (
     "or set OPENAI_BASE_URL to a local OpenAI-compatible server "
     "(Ollama, vLLM, LM Studio, llama.cpp server) and DRIFTLESS_MODEL to its model name."
 )
-_USAGE = {
-    "/remember": "Usage: /remember KEY = VALUE (for example: /remember favourite colour = teal).",
-    "/forget": "Usage: /forget KEY (for example: /forget favourite colour).",
-    "/note": "Usage: /note TEXT (for example: /note we chose PostgreSQL for production).",
-}
-
 
 _OFFLINE_NOTICE = "Offline mode: no language model is configured, so I cannot answer that."
 
@@ -36,9 +31,10 @@ _OFFLINE_NOTICE = "Offline mode: no language model is configured, so I cannot an
 class OfflineModel:
     """A deterministic model for when none is configured.
 
-    It answers the memory slash commands with the same tool calls a real model would
-    make, so facts and notes can be exercised end to end without a key, and otherwise
-    says plainly that it is offline and how to connect a model.
+    It says plainly that it is offline and how to connect a model. Given a memory slash
+    command it answers with the tool call the command stands for (the turn carries the
+    commands out itself, as the user, before any model is asked), and after a tool result
+    it says in a sentence what the call did.
     """
 
     name = "offline"
@@ -74,24 +70,14 @@ def _offline_answer(messages: list[dict]) -> tuple[str, tuple[ToolCall, ...]]:
 
 
 def _slash_command(text: str, *, call_id: str) -> tuple[str, tuple[ToolCall, ...]] | None:
-    """Turn a memory slash command into its tool call; None when the text is not one."""
-    word, rest = ([*text.split(maxsplit=1), "", ""])[:2]
-    rest = rest.strip()
-    if word == "/remember":
-        key, equals, value = rest.partition("=")
-        if not (equals and key.strip() and value.strip()):
-            return _USAGE[word], ()
-        arguments = {"operation": "$set", "key": key.strip(), "value": value.strip()}
-        return "", (_tool_call(call_id, "important_info", arguments),)
-    if word == "/forget":
-        if not rest:
-            return _USAGE[word], ()
-        return "", (_tool_call(call_id, "important_info", {"operation": "$unset", "key": rest}),)
-    if word == "/note":
-        if not rest:
-            return _USAGE[word], ()
-        return "", (_tool_call(call_id, "notes", {"operation": "$set", "content": rest}),)
-    return None
+    """Turn a memory slash command into its tool call; None when the text is not one.
+    (The turn carries commands out itself; this is for a direct caller of the model.)"""
+    command = parse_memory_command(text)
+    if command is None:
+        return None
+    if command.tool is None:
+        return command.usage, ()
+    return "", (_tool_call(call_id, command.tool, command.arguments),)
 
 
 def _tool_call(call_id: str, name: str, arguments: dict[str, str]) -> ToolCall:

@@ -2,9 +2,10 @@
 
 A package rather than one ``models.py``, so no file passes the 600-line limit as records
 are added: ``core`` holds the conversation and its records (organizations, agents,
-sessions, topics, messages, notes, facts, the audit trail, leases, deletions); a new kind
-of record gets a module of its own beside it. Everything is imported from here, whatever
-module defines it: ``from memory.models import Topic``.
+sessions, topics, messages, notes, the audit trail, leases, deletions), ``facts`` the
+durable facts and their history; a new kind of record gets a module of its own beside
+it. Everything is imported from here, whatever module defines it:
+``from memory.models import Topic``.
 """
 
 from memory.models.core import (
@@ -13,7 +14,6 @@ from memory.models.core import (
     Agent,
     AgentQuerySet,
     Deletion,
-    ImportantInfo,
     Lease,
     MemoryDecision,
     MemoryState,
@@ -28,6 +28,7 @@ from memory.models.core import (
     TopicQuerySet,
     validate_mcp_server_names,
 )
+from memory.models.facts import FactActor, FactChange, ImportantInfo
 
 __all__ = [
     "DEFAULT_MEMORY_TOKEN_BUDGET",
@@ -35,6 +36,8 @@ __all__ = [
     "Agent",
     "AgentQuerySet",
     "Deletion",
+    "FactActor",
+    "FactChange",
     "ImportantInfo",
     "Lease",
     "MemoryDecision",

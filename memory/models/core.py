@@ -4,6 +4,8 @@ durable facts, and the audit trail of memory decisions.
 Invariants the database enforces (not just the code): one active topic per session,
 one active notes document per topic, one facts document per (user, agent,
 organization), and a message's per-session sequence number is unique.
+
+The durable facts and their history are in ``memory/models/facts.py``.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ class Session(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text="An evaluation was asked for and has not run yet (memory/sweep.py).",
+        help_text="An evaluation was asked for and has not run yet (the sweep of "
+        "memory/actions/scheduling.py enqueues it).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -468,32 +471,6 @@ class Notes(models.Model):
 
     def __str__(self) -> str:
         return f"Notes of {self.topic}" + (" (archived)" if self.archived else "")
-
-
-class ImportantInfo(models.Model):
-    """Durable facts: one key-value document per (user, agent, organization)."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="important_info"
-    )
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="important_info")
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="important_info"
-    )
-    data = models.JSONField(default=dict, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        verbose_name = "important info"
-        verbose_name_plural = "important info"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "agent", "organization"], name="one_facts_document_per_scope"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"Facts of {self.user} with {self.agent}"
 
 
 class MemoryDecision(models.Model):

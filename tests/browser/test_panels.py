@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
 
 
 def test_facts_are_added_edited_and_deleted_in_the_facts_panel(open_chat, session, alice, agent):
-    set_fact(user=alice, agent=agent, key="timezone", value="Europe/Lisbon")
+    set_fact(user=alice, agent=agent, key="timezone", value="Europe/Lisbon", actor="user")
     page = open_chat(session)
     page.get_by_role("tab", name="Facts").click()
     page.locator('.fact[data-key="timezone"]').wait_for()

@@ -106,7 +106,7 @@ def build_scene(alice, agent) -> Session:
         ("timezone", "Europe/Lisbon"),
         ("deploy target", "Fly.io, region ams"),
     ]:
-        set_fact(user=alice, agent=agent, key=key, value=value)
+        set_fact(user=alice, agent=agent, key=key, value=value, actor="user")
     return session
 
 
