@@ -11,6 +11,7 @@ login_view = auth_views.LoginView.as_view(
 urlpatterns = [
     path("", views.home, name="home"),
     path("sessions/start/", views.start_session, name="start-session"),
+    path("sessions/nav/", views.session_nav, name="session-nav"),
     path("sessions/<int:session_id>/", views.chat, name="chat"),
     path("sessions/<int:session_id>/delete/", views.delete_session, name="delete-session"),
     path("search/", views.search, name="search"),

@@ -11,7 +11,6 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
-from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -19,6 +18,7 @@ from django.views.decorators.http import require_POST
 from chat.api.scoping import owned_session_or_404
 from chat.api.search import hit_url
 from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
+from chat.page_config import page_config
 from memory.actions.deletion import do_delete_session
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
@@ -55,16 +55,41 @@ def shown_title(session) -> str:
     return session.title or session.active_topic_title or UNTITLED_SESSION
 
 
+def listed_sessions(user) -> list[Session]:
+    """The sessions list as every page shows it (templates/chat/_session_items.html)."""
+    sessions = list(sessions_for_list(user))
+    for session in sessions:
+        session.shown_title = shown_title(session)
+        session.has_name = bool(session.title or session.active_topic_title)
+    return sessions
+
+
 @never_cache
 @login_required
 def home(request):
-    sessions = list(sessions_for_list(request.user))
-    for session in sessions:
-        session.shown_title = shown_title(session)
     return render(
         request,
         "chat/home.html",
-        {"sessions": sessions, "agents": Agent.objects.usable_by(request.user)},
+        {
+            "sessions": listed_sessions(request.user),
+            "agents": Agent.objects.usable_by(request.user),
+            "config": page_config(request),
+        },
+    )
+
+
+@never_cache
+@login_required
+def session_nav(request):
+    """The sessions list alone, as the pages render it: what their scripts read again."""
+    current = request.GET.get("current", "")
+    return render(
+        request,
+        "chat/_session_items.html",
+        {
+            "sessions": listed_sessions(request.user),
+            "current_id": int(current) if current.isdecimal() else None,
+        },
     )
 
 
@@ -86,22 +111,23 @@ def chat(request, session_id: int):
     session = owned_session_or_404(request.user, session_id)
     topics = list(session.topics.all())
     active = next(topic for topic in topics if topic.is_active)
+    sessions = listed_sessions(request.user)
     initial = {
         # The same representations the REST API and the socket events use.
         "session": SessionSerializer(session).data,
-        "sessions": [
-            {
-                **SessionSerializer(other).data,
-                "shown_title": other.title or other.active_topic_title or "",
-            }
-            for other in sessions_for_list(request.user)
-        ],
         "topics": [topic_payload(topic) for topic in topics],
         "messages": message_payloads(topic_page(active, limit=MESSAGE_PAGE_SIZE)),
-        "page_size": MESSAGE_PAGE_SIZE,
-        "csrf_token": get_token(request),
     }
-    return render(request, "chat/session.html", {"session": session, "initial": initial})
+    config = page_config(request, session_id=session.pk, page_size=MESSAGE_PAGE_SIZE)
+    context = {
+        "session": session,
+        "session_name": next((s.shown_title for s in sessions if s.pk == session.pk), ""),
+        "sessions": sessions,
+        "current_id": session.pk,
+        "initial": initial,
+        "config": config,
+    }
+    return render(request, "chat/session.html", context)
 
 
 @login_required

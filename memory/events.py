@@ -29,6 +29,7 @@ from django.db import transaction
 from pydantic import Field, TypeAdapter, WithJsonSchema
 from typing_extensions import TypedDict  # pydantic reads its types on Python 3.11
 
+from memory.lib.markdown import render_markdown
 from memory.lib.outage import channel_breaker
 from memory.lib.text import shown_topic_title
 from memory.lib.tool_words import describe_tool_result
@@ -73,6 +74,9 @@ class MessagePayload(TypedDict):
     topic_id: int
     role: MessageRole
     content: str
+    # An assistant's text as sanitized HTML (memory/lib/markdown.py), what the chat page
+    # shows; "" for every other role, whose content is shown as text.
+    content_html: str
     tool_calls: list[dict[str, Any]]
     tool_call_id: str
     tool_name: str
@@ -125,6 +129,9 @@ def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -
         "topic_id": message.topic_id,
         "role": message.role,
         "content": message.content,
+        "content_html": render_markdown(message.content)
+        if message.role == Message.Role.ASSISTANT
+        else "",
         "tool_calls": list(message.tool_calls or []),
         "tool_call_id": message.tool_call_id,
         "tool_name": message.tool_name,

@@ -231,6 +231,7 @@ def test_notes_of_the_active_topic_and_of_a_closed_one(as_alice, session):
     assert as_alice.get(f"/agents-api/topics/{active.pk}/notes").json() == {
         "topic_id": active.pk,
         "content": "- chose **PostgreSQL**",
+        "content_html": "<ul>\n<li>chose <strong>PostgreSQL</strong></li>\n</ul>\n",
         "archived": False,
     }
     earlier = as_alice.get(f"/agents-api/topics/{closed.pk}/notes").json()

@@ -18,14 +18,22 @@ def as_alice(client, alice):
     return client
 
 
-def initial_state(response) -> dict:
+def embedded(response, name: str) -> dict:
     found = re.search(
-        r'<script id="driftless-initial" type="application/json">(.*?)</script>',
+        rf'<script id="{name}" type="application/json">(.*?)</script>',
         response.content.decode(),
         re.DOTALL,
     )
-    assert found, "the chat page embeds its first state"
+    assert found, f"the page embeds {name}"
     return json.loads(found.group(1))
+
+
+def initial_state(response) -> dict:
+    return embedded(response, "driftless-initial")
+
+
+def page_config(response) -> dict:
+    return embedded(response, "driftless-config")
 
 
 @pytest.mark.parametrize("path", ["/", "/sessions/1/"])
@@ -121,7 +129,23 @@ def test_the_chat_page_carries_the_topics_and_the_active_conversation(as_alice, 
     assert [t["id"] for t in state["topics"]] == [first.pk]
     assert state["topics"][0]["is_active"] is True
     assert [m["content"] for m in state["messages"]] == ["Hello there", "Hi! **Welcome**."]
-    assert state["csrf_token"]
+    # The reply comes rendered (and sanitized) by the server; the page parses no Markdown.
+    assert state["messages"][1]["content_html"] == "<p>Hi! <strong>Welcome</strong>.</p>\n"
+    assert state["messages"][0]["content_html"] == ""
+    config = page_config(response)
+    assert config["csrfToken"] and config["session_id"] == session.pk
+    assert config["limits"]["messageChars"] == 16000
+
+
+def test_the_pages_scripts_get_every_url_from_the_server(as_alice, session):
+    """The scripts write no URL: each one is a template reversed from its route."""
+    urls = page_config(as_alice.get(f"/sessions/{session.pk}/"))["urls"]
+    assert urls["topicMessages"] == "/agents-api/topics/{topic_id}/messages"
+    assert urls["sessionFact"] == "/agents-api/sessions/{session_id}/facts/{key}"
+    assert urls["chatPage"] == "/sessions/{session_id}/"
+    assert urls["socket"] == "/ws/sessions/{session_id}/"
+    for name, template in urls.items():
+        assert "987654" not in template and "sentinel" not in template, name
 
 
 def test_message_content_cannot_break_out_of_the_embedded_state(as_alice, session):
@@ -180,7 +204,7 @@ for url in ["memory", "facts", "context"]:
     assert c.get(f"/agents-api/sessions/{sid}/{url}").status_code == 200, url
 assert c.get(f"/agents-api/topics/{topic}/notes").status_code == 200
 assert c.post(f"/agents-api/sessions/{sid}/evaluate").status_code == 202
-for name in ["css/app.css", "js/chat.js", "js/markdown.js", "img/favicon.svg"]:
+for name in ["css/app.css", "js/chat.js", "js/render.js", "img/favicon.svg"]:
     assert finders.find(name), name
 print("EMBEDDED OK")
 """
@@ -235,7 +259,7 @@ def test_an_older_session_says_how_long_ago(as_alice, session):
     Session.objects.filter(pk=session.pk).update(
         updated_at=timezone.now() - timedelta(hours=3, minutes=5)
     )
-    assert "3\xa0hours ago" in as_alice.get("/").content.decode()
+    assert "3 hours ago" in as_alice.get("/").content.decode()
 
 
 def test_the_demo_agent_card_speaks_to_people_not_in_tool_names(as_alice, alice):
@@ -260,12 +284,14 @@ def test_the_chat_page_lists_your_sessions_newest_first_and_nobody_elses(
         title="Database choice"
     )
 
-    state = initial_state(as_alice.get(f"/sessions/{session.pk}/"))
-
-    assert [(s["id"], s["shown_title"]) for s in state["sessions"]] == [
-        (session.pk, "Database choice"),
-        (older.pk, "Older plans"),
-    ]
+    page = as_alice.get(f"/sessions/{session.pk}/").content.decode()
+    listed = re.findall(r'data-session-id="(\d+)" data-name="([^"]*)"', page)
+    assert listed == [(str(session.pk), "Database choice"), (str(older.pk), "Older plans")]
+    # The list is rendered once, by the server: the fragment the page reads again is it.
+    fragment = as_alice.get(f"/sessions/nav/?current={session.pk}").content.decode()
+    assert re.findall(r'data-session-id="(\d+)" data-name="([^"]*)"', fragment) == listed
+    assert "Bob" not in page and "Bob" not in fragment
+    assert 'class="session-item is-current"' in fragment
 
 
 def test_the_chat_page_opens_on_the_last_page_of_a_long_topic(as_alice, session):
@@ -274,8 +300,8 @@ def test_the_chat_page_opens_on_the_last_page_of_a_long_topic(as_alice, session)
     for n in range(MESSAGE_PAGE_SIZE + 5):
         session.append_message(role=Message.Role.USER, content=f"message {n}")
 
-    state = initial_state(as_alice.get(f"/sessions/{session.pk}/"))
-
-    assert len(state["messages"]) == MESSAGE_PAGE_SIZE == state["page_size"]
+    response = as_alice.get(f"/sessions/{session.pk}/")
+    state = initial_state(response)
+    assert len(state["messages"]) == MESSAGE_PAGE_SIZE == page_config(response)["page_size"]
     assert state["messages"][0]["content"] == "message 5"
     assert state["messages"][-1]["content"] == f"message {MESSAGE_PAGE_SIZE + 4}"

@@ -25,6 +25,8 @@ from chat.api.serializers import (
 )
 from memory.actions.curation import do_user_curation
 from memory.events import topic_payload
+from memory.lib.markdown import render_markdown
+from memory.lib.text import DEPRECATED_PREFIX
 from memory.models import FactActor, MemoryState
 from memory.stores.facts import (
     check_fact_value,
@@ -62,6 +64,9 @@ class MemoryEntrySerializer(serializers.Serializer):
     topic_id = serializers.IntegerField()
     session_id = serializers.IntegerField()
     title = serializers.CharField()
+    shown_title = serializers.CharField(
+        help_text="The title as the memory block prints it: a deprecated one marked [DEPRECATED]."
+    )
     summary = serializers.CharField(help_text="Empty for a deprecated entry: its title is all.")
     deprecated = serializers.BooleanField()
     tokens = serializers.IntegerField(help_text="Approximate tokens of the entry's line.")
@@ -203,14 +208,26 @@ def topic_notes(request: Request, topic_id: int) -> Response:
     """The topic's notes: the active document, or for a closed topic its archived one."""
     topic = owned_topic_or_404(request.user, topic_id)
     content, archived = read_latest_notes(topic=topic)
-    return Response({"topic_id": topic.pk, "content": content, "archived": archived})
+    return Response(
+        {
+            "topic_id": topic.pk,
+            "content": content,
+            "content_html": render_markdown(content),
+            "archived": archived,
+        }
+    )
+
+
+def _entry(entry) -> dict:
+    prefix = DEPRECATED_PREFIX if entry.deprecated else ""
+    return {**asdict(entry), "shown_title": prefix + entry.title}
 
 
 def _block(memory: PersistentMemory) -> dict:
     return {
-        "entries": [asdict(entry) for entry in memory.entries],
+        "entries": [_entry(entry) for entry in memory.entries],
         "deprecated": [entry.title for entry in memory.entries if entry.deprecated],
-        "dropped": [asdict(entry) for entry in memory.dropped],
+        "dropped": [_entry(entry) for entry in memory.dropped],
         "budget": memory.budget,
         # What the budget counts (the entry lines), and the whole rendered block.
         "used": sum(entry.tokens for entry in memory.entries),

@@ -114,6 +114,9 @@ class NotesSerializer(serializers.Serializer):
 
     topic_id = serializers.IntegerField(read_only=True)
     content = serializers.CharField(read_only=True)
+    content_html = serializers.CharField(
+        read_only=True, help_text="The notes' Markdown as sanitized HTML (what the page shows)."
+    )
     archived = serializers.BooleanField(
         read_only=True, help_text="True for a closed topic's archived notes."
     )

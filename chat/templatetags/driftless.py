@@ -16,4 +16,6 @@ def ago(moment: datetime | None) -> str:
         return ""
     if timezone.now() - moment < timedelta(minutes=1):
         return "just now"
-    return f"{timesince(moment, depth=1)} ago"
+    # timesince joins the number and its unit with a no-break space; one plain space reads
+    # (and matches) the same everywhere, and a narrow list wraps before the unit anyway.
+    return f"{timesince(moment, depth=1).replace(chr(0xA0), ' ')} ago"

@@ -1,79 +1,67 @@
 /*
  * The chat page: wires the socket, the composer, the thread, the sidebar (sessions and
- * topics), the inspector and the lifecycle triggers together.
+ * topics), the inspector and the lifecycle triggers together. Everything it calls comes
+ * from the server's config (config.js); everything it shows of a message comes from the
+ * server's payloads.
  *
- * The page opens on the last page of the active topic (initial.page_size messages); "Load
+ * The page opens on the last page of the active topic (config.page_size messages); "Load
  * earlier messages" reads the page before it (?before=<seq of the first one shown>). When
  * the browser shows the page again from its back-forward cache, everything is read again:
  * the copy in that cache is as old as the moment the page was left.
  *
- * The socket (ws/sessions/<id>/) reconnects by itself with exponential backoff and jitter;
- * after a reconnect the page re-reads topics and messages, since events may have been
- * missed. The composer keeps the draft (also across reloads) until the server has the
- * message: a message that never got there comes back into the composer.
+ * After a reconnect the page reads topics and messages again, since events may have been
+ * missed; what was read is the truth, and a reply still streaming is kept only while the
+ * topic's last stored message still waits for it (one bubble, never two).
  */
-(function () {
-  "use strict";
-  const D = window.Driftless;
-  const initial = JSON.parse(document.getElementById("driftless-initial").textContent);
-  const sessionId = initial.session.id;
-  const agentName = initial.session.agent_name;
-  const api = D.createApi(initial.csrf_token);
+import { config, initial, url } from "./config.js";
+import { createApi, toast, announce, results } from "./util.js";
+import { createEvaluator, installExitTriggers } from "./lifecycle.js";
+import { createTopics } from "./topics.js";
+import { createSessions } from "./sessions.js";
+import { createThread } from "./thread.js";
+import { createInspector } from "./inspector.js";
+import { memoryPanel } from "./panel-memory.js";
+import { factsPanel } from "./panel-facts.js";
+import { notesPanel } from "./panel-notes.js";
+import { contextPanel } from "./panel-context.js";
+import { createSocket } from "./socket.js";
+import { createComposer } from "./composer.js";
 
-  const RECONNECT_BASE_MS = 500;
-  const RECONNECT_MAX_MS = 15000;
-  // A turn that sends nothing for this long is not shown as working forever.
-  const WORKING_WATCHDOG_MS = 120000;
-  const NO_RECONNECT_CODES = new Set([4401, 4403]);
-  const draftKey = "driftless:draft:" + sessionId;
+const sessionId = config.session_id;
+const agentName = initial.session.agent_name;
+const pageSize = config.page_size;
+const api = createApi();
+const $ = (id) => document.getElementById(id);
+// A turn that sends nothing for this long is not shown as working forever.
+const WORKING_WATCHDOG_MS = 120000;
 
-  const $ = (id) => document.getElementById(id);
-  const input = $("composer-input");
-  const sendButton = $("send");
-  const statusLine = $("composer-status");
-  const conn = $("conn");
+// --- state --------------------------------------------------------------------------------
+let working = false;
+let watchdog = null;
+let viewedId = null; // the topic whose messages are shown
+let viewedMessages = [];
+let hasEarlier = false; // the viewed topic has messages before the first one shown
+let restoredDraft = null; // a sent message given back to the composer when the socket dropped
 
-  // --- state --------------------------------------------------------------------------------
-  let socket = null;
-  let everConnected = false;
-  let attempts = 0;
-  let reconnectTimer = null;
-  let working = false;
-  let watchdog = null;
-  let viewedId = null; // the topic whose messages are shown
-  let viewedMessages = [];
-  let hasEarlier = false; // the viewed topic has messages before the first one shown
-  const pageSize = initial.page_size;
-  let restoredDraft = null; // a sent message given back to the composer when the socket dropped
+// --- parts ----------------------------------------------------------------------------------
+const evaluator = createEvaluator({ url: url("sessionEvaluate", { session_id: sessionId }), csrfToken: config.csrfToken });
+installExitTriggers(evaluator);
 
-  // --- parts ----------------------------------------------------------------------------------
-  const evaluator = window.DriftlessLifecycle.createEvaluator({
-    url: "/agents-api/sessions/" + sessionId + "/evaluate",
-    csrfToken: initial.csrf_token,
-  });
-  window.DriftlessLifecycle.installExitTriggers(evaluator);
-
-  const topics = D.createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id), onDeleted: topicDeleted });
-  const sessions = D.createSessions({
-    list: $("session-list"),
-    api,
-    currentId: sessionId,
-    onRenamed: () => showSessionName(),
-  });
-  const thread = D.createThread({
-    root: $("thread"),
-    scroller: $("thread-scroll"),
-    agentName,
-    onRetry: retry,
-    onOpenTopic: (id) => openTopic(id),
-    onLoadEarlier: () => loadEarlier(),
-  });
-  const inspector = D.createInspector({
+const topics = createTopics({ list: $("topic-list"), api, onOpen: (id) => openTopic(id), onDeleted: topicDeleted });
+const sessions = createSessions({ list: $("session-list"), api, currentId: sessionId, onChanged: showSessionName });
+const thread = createThread({
+  root: $("thread"),
+  scroller: $("thread-scroll"),
+  agentName,
+  onRetry: retry,
+  onOpenTopic: (id) => openTopic(id),
+  onLoadEarlier: () => loadEarlier(),
+});
+const inspector = createInspector({
+  memory: memoryPanel({
     api,
     sessionId,
     agentName,
-    topicForNotes: () => viewedId,
-    topicTitle: (id) => topics.title(id),
     onOpenTopic: (id) => openTopic(id),
     // An entry of this session changed in the memory panel: the topic list shows it too.
     onTopicChanged: (payload, fromSession) => {
@@ -81,429 +69,354 @@
       topics.upsert(payload);
       if (payload.id === viewedId) $("conv-title").textContent = topics.title(payload.id);
     },
+    reload: () => inspector.refresh("memory"),
+  }),
+  facts: factsPanel({ api, sessionId, agentName, show: (nodes) => inspector.show("facts", nodes), reload: () => inspector.refresh("facts") }),
+  notes: notesPanel({ api, agentName, topicForNotes: () => viewedId, topicTitle: (id) => topics.title(id) }),
+  context: contextPanel({ api, sessionId }),
+});
+const socket = createSocket({
+  path: url("socket", { session_id: sessionId }),
+  onEvent: (event) => handlers[event.type]?.(event),
+  onOpen: (again) => {
+    updateComposer();
+    if (again) resync();
+  },
+  onClose: socketClosed,
+  onState: showConnection,
+});
+const composer = createComposer({
+  form: $("composer"),
+  input: $("composer-input"),
+  sendButton: $("send"),
+  statusLine: $("composer-status"),
+  counter: $("composer-counter"),
+  limit: config.limits.messageChars,
+  draftKey: "driftless:draft:" + sessionId,
+  onSubmit: submit,
+  onStop: null,
+  onReconnect: () => socket.reconnectNow(),
+});
+
+function topicDeleted(id) {
+  if (id === viewedId) reloadActive();
+  inspector.refresh("memory", "context");
+}
+
+const messagesUrl = (id, before) => url("topicMessages", { topic_id: id }, { limit: pageSize, before });
+
+/** The session's name, as the server names it in the sessions list. */
+function showSessionName() {
+  const name = sessions.name(sessionId);
+  if (!name) return;
+  $("session-name").textContent = name;
+  document.title = name + " · " + agentName + " · Driftless";
+}
+
+// --- viewing topics -------------------------------------------------------------------------
+function previousLink(id) {
+  const previous = topics.previousOf(id);
+  return previous === null ? null : { id: previous, title: topics.title(previous) };
+}
+
+/** Whether a topic's stored messages still wait for a reply (its turn may be running). */
+function awaitsReply(messages) {
+  const last = messages[messages.length - 1];
+  if (!last) return false;
+  return last.role === "user" || last.role === "tool" || (last.role === "assistant" && (last.tool_calls || []).length > 0);
+}
+
+function showTopic(id, messages, { earlier = messages.length >= pageSize, keepScroll = false } = {}) {
+  const active = id === topics.activeId();
+  viewedId = id;
+  viewedMessages = messages;
+  hasEarlier = earlier;
+  topics.setViewed(id);
+  $("conv-title").textContent = topics.title(id);
+  $("viewing-past").hidden = active;
+  $("viewing-past-text").textContent = "You are reading “" + topics.title(id) + "”, an earlier topic.";
+  thread.render(messages, {
+    previous: active && !earlier ? previousLink(id) : null,
+    readOnly: !active,
+    earlier,
+    keepScroll,
+    keepStream: active && awaitsReply(messages),
   });
+  inspector.refresh("notes");
+}
 
-  function topicDeleted(id) {
-    if (id === viewedId) reloadActive();
-    inspector.refresh("memory", "context");
+async function loadEarlier() {
+  if (!hasEarlier || !viewedMessages.length) return;
+  const id = viewedId;
+  try {
+    const older = results(await api.get(messagesUrl(id, viewedMessages[0].seq)));
+    if (viewedId !== id) return;
+    showTopic(id, older.concat(viewedMessages), { earlier: older.length >= pageSize, keepScroll: true });
+    announce(older.length ? older.length + " earlier messages loaded." : "There are no earlier messages.");
+  } catch (err) {
+    toast("Could not load earlier messages: " + err.message);
   }
+}
 
-  const messagesUrl = (id) => "/agents-api/topics/" + id + "/messages?limit=" + pageSize;
-
-  function showSessionName() {
-    const name = sessions.title(sessionId);
-    $("session-name").textContent = name;
-    document.title = name + " · " + agentName + " · Driftless";
+async function openTopic(id) {
+  closeDrawers();
+  if (id === topics.activeId()) {
+    if (viewedId !== id) await reloadActive();
+    return;
   }
-
-  // --- viewing topics -------------------------------------------------------------------------
-  function previousLink(id) {
-    const previous = topics.previousOf(id);
-    return previous === null ? null : { id: previous, title: topics.title(previous) };
+  try {
+    showTopic(id, results(await api.get(messagesUrl(id))));
+  } catch (err) {
+    toast("Could not open that topic: " + err.message);
   }
+}
 
-  function showTopic(id, messages, { earlier = messages.length >= pageSize, keepScroll = false } = {}) {
-    const active = id === topics.activeId();
-    viewedId = id;
-    viewedMessages = messages;
-    hasEarlier = earlier;
-    topics.setViewed(id);
-    $("conv-title").textContent = topics.title(id);
-    $("viewing-past").hidden = active;
-    $("viewing-past-text").textContent = "You are reading “" + topics.title(id) + "”, an earlier topic.";
-    thread.render(messages, { previous: active && !earlier ? previousLink(id) : null, readOnly: !active, earlier, keepScroll });
-    inspector.refresh("notes");
-  }
-
-  async function loadEarlier() {
-    if (!hasEarlier || !viewedMessages.length) return;
-    const id = viewedId;
-    try {
-      const data = await api.get(messagesUrl(id) + "&before=" + viewedMessages[0].seq);
-      if (viewedId !== id) return;
-      const older = D.results(data);
-      showTopic(id, older.concat(viewedMessages), { earlier: older.length >= pageSize, keepScroll: true });
-      D.announce(older.length ? older.length + " earlier messages loaded." : "There are no earlier messages.");
-    } catch (err) {
-      D.toast("Could not load earlier messages: " + err.message);
-    }
-  }
-
-  async function openTopic(id) {
-    closeDrawers();
-    if (id === topics.activeId()) {
-      if (viewedId !== id) await reloadActive();
-      return;
-    }
-    try {
-      const data = await api.get(messagesUrl(id));
-      showTopic(id, D.results(data));
-    } catch (err) {
-      D.toast("Could not open that topic: " + err.message);
-    }
-  }
-
-  async function reloadActive() {
-    const id = topics.activeId();
-    try {
-      const data = await api.get(messagesUrl(id));
-      showTopic(id, D.results(data));
-    } catch (err) {
-      D.toast("Could not load the conversation: " + err.message);
-    }
-  }
-
-  /** After a reconnect: events may have been missed, so read the state again. */
-  async function resync() {
-    const wasViewingActive = viewedId === topics.activeId();
-    try {
-      const list = D.results(await api.get("/agents-api/sessions/" + sessionId + "/topics/"));
-      list.forEach((topic) => topics.upsert(topic));
-      nameFromActiveTopic();
-      // A turn still running announces itself again with its next delta.
-      setWorking(false);
-      await (wasViewingActive ? reloadActive() : openTopic(viewedId));
-      // The message given back to the composer had reached the server after all.
-      const lastUser = [...viewedMessages].reverse().find((message) => message.role === "user");
-      if (restoredDraft !== null && lastUser && lastUser.content === restoredDraft && input.value.trim() === restoredDraft) {
-        input.value = "";
-        saveDraft();
-        autosize();
-        D.toast("Your message had arrived before the connection dropped.");
-      }
-      restoredDraft = null;
-      inspector.refresh("memory", "facts", "notes", "context");
-      await sessions.refresh();
-    } catch (err) {
-      D.toast("Could not refresh the conversation: " + err.message);
-    }
-  }
-
-  /** A session without a title of its own is named after its active topic. */
-  function nameFromActiveTopic() {
-    const active = topics.get(topics.activeId());
-    if (active && active.title) sessions.touch({ shown_title: active.title });
-    showSessionName();
-  }
-
-  // --- working state --------------------------------------------------------------------------
-  function setWorking(state) {
-    working = Boolean(state);
-    thread.setWorking(viewedId === topics.activeId() ? state : false);
-    clearTimeout(watchdog);
-    if (working) watchdog = setTimeout(() => setWorking(false), WORKING_WATCHDOG_MS);
-    updateComposer();
-  }
-
-  function retry() {
-    if (!send({ type: "turn.retry" })) return;
-    thread.clearFailure();
-    setWorking(true);
-  }
-
-  // --- events -----------------------------------------------------------------------------
-  const handlers = {
-    "message.created"({ message }) {
-      sessions.touch({ updated_at: new Date().toISOString() });
-      if (message.topic_id === viewedId && !thread.has(message.id)) {
-        viewedMessages.push(message);
-        thread.append(message);
-      }
-      if (message.role === "user") {
-        evaluator.reset();
-        if (message.topic_id === topics.activeId()) setWorking(true);
-      } else if (message.role === "assistant" && (message.tool_calls || []).length) {
-        setWorking(agentName + " is using " + (message.tool_calls.length === 1 ? "a tool…" : "tools…"));
-      } else if (message.role === "tool") {
-        if (message.tool_name === "important_info") inspector.refresh("facts");
-        if (message.tool_name === "notes") inspector.refresh("notes");
-        if (message.tool_name === "manage_topic_memory") inspector.refresh("memory");
-      }
-    },
-    "turn.started"() {
-      thread.clearFailure();
-      setWorking(true);
-    },
-    "reply.delta"({ turn_id: turnId, delta }) {
-      if (viewedId === topics.activeId()) thread.delta(turnId, delta);
-      if (!working) setWorking(true);
-    },
-    "turn.done"({ ok }) {
-      thread.endStream();
-      if (ok) setWorking(false);
-      inspector.refresh("context");
-    },
-    "turn.error"({ error, retryable }) {
-      thread.endStream();
-      setWorking(false);
-      thread.showFailure(error, retryable);
-    },
-    "topic.created"({ topic, previous, relocated_message_ids: relocated }) {
-      const wasViewingActive = viewedId === topics.activeId();
-      if (previous) topics.upsert(previous);
-      topics.upsert(topic, { fresh: true });
-      nameFromActiveTopic();
-      evaluator.reset();
-      if (wasViewingActive) {
-        const moved = new Set(relocated || []);
-        showTopic(
-          topic.id,
-          viewedMessages.filter((message) => moved.has(message.id)).map((message) => ({ ...message, topic_id: topic.id }))
-        );
-      }
-      D.announce(topic.origin === "drift" ? "The conversation moved to a new topic." : "New topic started.");
-      inspector.refresh("memory", "notes", "context");
-    },
-    "topic.updated"({ topic, reason }) {
-      topics.upsert(topic);
-      if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
-      if (topic.id === topics.activeId()) nameFromActiveTopic();
-      if (reason === "curation" || reason === "summary") inspector.refresh("memory");
-    },
-    "topic.deleted"({ topic_id: id }) {
-      if (!topics.get(id)) return; // this tab deleted it already
-      topics.remove(id);
-      topicDeleted(id);
-    },
-    "session.deleted"() {
-      D.toast("This session was deleted.");
-      setTimeout(() => location.assign("/"), 1500);
-    },
-    error({ code, message }) {
-      const back = thread.takeBackPending();
-      if (back !== null && !input.value.trim()) {
-        input.value = back;
-        saveDraft();
-        autosize();
-      }
-      if (code !== "turn_in_progress") setWorking(false);
-      if (code === "events_unavailable") {
-        // What was sent is stored; the socket closes and the page re-syncs on reconnect.
-        D.toast("Live updates paused: " + message);
-        return;
-      }
-      D.toast(code === "turn_in_progress" ? "Wait for the reply to finish, then send again." : "Not sent: " + message);
-    },
-  };
-
-  // --- the socket -----------------------------------------------------------------------------
-  function setConn(state, text) {
-    conn.dataset.state = state;
-    conn.textContent = text;
-  }
-
-  function connect() {
-    clearTimeout(reconnectTimer);
-    reconnectTimer = null;
-    setConn("connecting", everConnected ? "Reconnecting…" : "Connecting…");
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const ws = new WebSocket(scheme + location.host + "/ws/sessions/" + sessionId + "/");
-    socket = ws;
-    ws.addEventListener("open", () => {
-      attempts = 0;
-      setConn("open", "Connected");
-      const again = everConnected;
-      everConnected = true;
-      updateComposer();
-      if (again) resync();
-    });
-    ws.addEventListener("message", (event) => {
-      let data;
-      try {
-        data = JSON.parse(event.data);
-      } catch (err) {
-        return;
-      }
-      const handler = handlers[data.type];
-      if (handler) handler(data);
-    });
-    ws.addEventListener("close", (event) => {
-      if (socket !== ws) return;
-      socket = null;
-      // A message not yet acknowledged may not have arrived: give it back to the composer.
-      const back = thread.takeBackPending();
-      if (back !== null && !input.value.trim()) {
-        input.value = back;
-        restoredDraft = back;
-        saveDraft();
-      }
-      evaluator.trigger();
-      if (NO_RECONNECT_CODES.has(event.code)) {
-        setConn("closed", "Disconnected");
-        showStatus("This session is not available to you any more. Log in again and reload the page.");
-        updateComposer();
-        return;
-      }
-      scheduleReconnect();
-    });
-  }
-
-  function scheduleReconnect() {
-    const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** attempts) * (0.75 + Math.random() * 0.5);
-    attempts += 1;
-    setConn("closed", "Offline");
-    showStatus("Connection lost. Reconnecting in " + Math.max(1, Math.round(delay / 1000)) + " s; your draft is kept.", true);
-    reconnectTimer = setTimeout(connect, delay);
-    updateComposer();
-  }
-
-  function reconnectNow() {
-    if (socket) return;
-    connect();
-  }
-
-  function send(frame) {
-    if (!socket || socket.readyState !== WebSocket.OPEN) {
-      showStatus("Not connected yet; your message is kept and can be sent once the connection is back.", true);
-      return false;
-    }
-    socket.send(JSON.stringify(frame));
+/** Read the active topic again. `quiet`: a failure is not worth a toast (a resync retries). */
+async function reloadActive({ quiet = false } = {}) {
+  const id = topics.activeId();
+  try {
+    showTopic(id, results(await api.get(messagesUrl(id))));
     return true;
+  } catch (err) {
+    if (!quiet) toast("Could not load the conversation: " + err.message);
+    return false;
   }
+}
 
-  function showStatus(text, withButton) {
-    statusLine.replaceChildren(document.createTextNode(text));
-    if (withButton) {
-      statusLine.append(D.el("button", { type: "button", class: "btn btn-small", onclick: reconnectNow }, "Reconnect now"));
+/** After a reconnect: events may have been missed, so read the state again. */
+async function resync() {
+  const wasViewingActive = viewedId === topics.activeId();
+  try {
+    const list = results(await api.get(url("sessionTopics", { session_id: sessionId })));
+    list.forEach((topic) => topics.upsert(topic));
+    if (wasViewingActive || !topics.get(viewedId)) await reloadActive({ quiet: true });
+    else await openTopic(viewedId);
+    // A turn still running announces itself again with its next delta.
+    setWorking(awaitsReply(viewedMessages) && thread.streamedText() !== "");
+    // The message given back to the composer had reached the server after all.
+    const lastUser = [...viewedMessages].reverse().find((message) => message.role === "user");
+    if (restoredDraft !== null && lastUser && lastUser.content === restoredDraft && composer.value.trim() === restoredDraft) {
+      composer.clear();
+      toast("Your message had arrived before the connection dropped.");
     }
-    statusLine.hidden = false;
+    restoredDraft = null;
+    inspector.refresh("memory", "facts", "notes", "context");
+    await sessions.refresh();
+  } catch (err) {
+    // The server may still be starting: the next reconnect (or the tab's return) reads again.
+    console.warn("resync failed", err);
   }
+}
 
-  window.addEventListener("online", reconnectNow);
-  document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState !== "visible") return;
-    if (!socket) reconnectNow();
-    sessions.refresh().catch(() => {});
-  });
-  // Shown again from the back-forward cache: that copy is as old as the moment the page was
-  // left, so read everything again (and reconnect: the socket was closed on the way out).
-  window.addEventListener("pageshow", (event) => {
-    if (!event.persisted) return;
-    if (socket) resync();
-    else reconnectNow();
-  });
+// --- working state --------------------------------------------------------------------------
+function setWorking(state) {
+  working = Boolean(state);
+  thread.setWorking(viewedId === topics.activeId() ? state : false);
+  clearTimeout(watchdog);
+  if (working) watchdog = setTimeout(() => setWorking(false), WORKING_WATCHDOG_MS);
+  updateComposer();
+}
 
-  // --- the composer -----------------------------------------------------------------------------
-  function updateComposer() {
-    const open = socket !== null && socket.readyState === WebSocket.OPEN;
-    if (open) statusLine.hidden = true;
-    sendButton.disabled = !input.value.trim() || working || !open;
-    sendButton.setAttribute("aria-label", working ? "Send message (wait for the reply)" : "Send message");
-  }
+function retry() {
+  if (!send({ type: "turn.retry" })) return;
+  thread.clearFailure();
+  setWorking(true);
+}
 
-  function autosize() {
-    input.style.height = "auto";
-    input.style.height = Math.min(input.scrollHeight, window.innerHeight * 0.4) + "px";
-    updateComposer();
-  }
-
-  const saveDraft = () => {
-    try {
-      if (input.value) localStorage.setItem(draftKey, input.value);
-      else localStorage.removeItem(draftKey);
-    } catch (err) {
-      // Storage may be off (private mode); the draft then lives only in the page.
+// --- events -----------------------------------------------------------------------------
+const handlers = {
+  "message.created"({ message }) {
+    if (message.topic_id === viewedId && !thread.has(message.id)) {
+      viewedMessages.push(message);
+      thread.append(message);
     }
-  };
-
-  async function submit() {
-    const content = input.value.trim();
-    if (!content) return;
-    if (working) {
-      D.toast("Wait for the reply to finish, then send again.");
-      return;
+    if (message.role === "user") {
+      evaluator.reset();
+      if (message.topic_id === topics.activeId()) setWorking(true);
+    } else if (message.role === "assistant" && (message.tool_calls || []).length) {
+      setWorking(agentName + " is using " + (message.tool_calls.length === 1 ? "a tool…" : "tools…"));
+    } else if (message.role === "tool") {
+      if (message.tool_name === "important_info") inspector.refresh("facts");
+      if (message.tool_name === "notes") inspector.refresh("notes");
+      if (message.tool_name === "manage_topic_memory") inspector.refresh("memory");
     }
-    if (viewedId !== topics.activeId()) await reloadActive();
-    if (!send({ type: "message.send", content })) return;
-    thread.addPending(content);
-    input.value = "";
-    saveDraft();
-    autosize();
-    evaluator.reset();
+  },
+  "turn.started"() {
     thread.clearFailure();
     setWorking(true);
-  }
-
-  $("composer").addEventListener("submit", (event) => {
-    event.preventDefault();
-    submit();
-  });
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && !event.altKey && !event.ctrlKey && !event.metaKey) {
-      event.preventDefault();
-      submit();
+  },
+  "reply.delta"({ turn_id: turnId, delta }) {
+    if (viewedId === topics.activeId()) thread.delta(turnId, delta);
+    if (!working) setWorking(true);
+  },
+  "turn.done"({ ok }) {
+    thread.endStream();
+    if (ok) setWorking(false);
+    inspector.refresh("context");
+    sessions.refresh().catch(() => {});
+  },
+  "turn.error"({ error, retryable }) {
+    thread.endStream();
+    setWorking(false);
+    thread.showFailure(error, retryable);
+  },
+  "topic.created"({ topic, previous, relocated_message_ids: relocated }) {
+    const wasViewingActive = viewedId === topics.activeId();
+    if (previous) topics.upsert(previous);
+    topics.upsert(topic, { fresh: true });
+    evaluator.reset();
+    if (wasViewingActive) {
+      const moved = new Set(relocated || []);
+      const kept = viewedMessages.filter((message) => moved.has(message.id)).map((message) => ({ ...message, topic_id: topic.id }));
+      showTopic(topic.id, kept, { earlier: false });
     }
-  });
-  input.addEventListener("input", () => {
-    saveDraft();
-    autosize();
-  });
-
-  $("new-topic").addEventListener("click", () => {
-    if (working) {
-      D.toast("Wait for the reply to finish before starting a new topic.");
+    announce(topic.origin === "drift" ? "The conversation moved to a new topic." : "New topic started.");
+    inspector.refresh("memory", "notes", "context");
+    sessions.refresh().catch(() => {});
+  },
+  "topic.updated"({ topic, reason }) {
+    topics.upsert(topic);
+    if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
+    if (reason === "curation" || reason === "summary") inspector.refresh("memory");
+    sessions.refresh().catch(() => {});
+  },
+  "topic.deleted"({ topic_id: id }) {
+    if (!topics.get(id)) return; // this tab deleted it already
+    topics.remove(id);
+    topicDeleted(id);
+  },
+  "session.deleted"() {
+    toast("This session was deleted.");
+    setTimeout(() => location.assign(url("home")), 1500);
+  },
+  error({ code, message }) {
+    const back = thread.takeBackPending();
+    if (back !== null) composer.restore(back);
+    if (code !== "turn_in_progress") setWorking(false);
+    if (code === "events_unavailable") {
+      // What was sent is stored; the socket closes and the page re-syncs on reconnect.
+      composer.showStatus("Live updates paused: " + message);
       return;
     }
-    if (send({ type: "topic.new" })) input.focus();
-  });
-  $("back-to-active").addEventListener("click", () => reloadActive());
+    toast(code === "turn_in_progress" ? "Wait for the reply to finish, then send again." : "Not sent: " + message);
+  },
+};
 
-  // --- drawers on narrow screens ----------------------------------------------------------------
-  const app = document.querySelector(".app");
-  function closeDrawers() {
-    app.classList.remove("show-sidebar", "show-inspector");
-    document.querySelectorAll("[data-toggle]").forEach((button) => button.setAttribute("aria-expanded", "false"));
+// --- the connection -------------------------------------------------------------------------
+function showConnection(state, { retryInMs = 0, again = false } = {}) {
+  const conn = $("conn");
+  const words = { connecting: again ? "Reconnecting…" : "Connecting…", open: "Connected", closed: "Offline", ended: "Disconnected" };
+  conn.dataset.state = state === "ended" ? "closed" : state;
+  conn.textContent = words[state];
+  if (state === "closed") {
+    composer.showStatus("Disconnected: reconnecting in " + Math.max(1, Math.round(retryInMs / 1000)) + " s. Your draft is kept.", true);
+  } else if (state === "ended") {
+    composer.showStatus("This session is not available to you any more. Log in again and reload the page.");
   }
-  document.querySelectorAll("[data-toggle]").forEach((button) => {
-    button.addEventListener("click", () => {
-      const cls = "show-" + button.dataset.toggle;
-      const open = !app.classList.contains(cls);
-      closeDrawers();
-      app.classList.toggle(cls, open);
-      button.setAttribute("aria-expanded", String(open));
-    });
-  });
-  document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") closeDrawers();
-  });
+  composer.set({ open: state === "open", ended: state === "ended" });
+}
 
-  // --- the brain legend: shown until dismissed, then one click away ----------------------------
-  const legendKey = "driftless:brain-legend-seen";
-  function showLegend(open) {
-    $("brain-legend").hidden = !open;
-    $("legend-toggle").setAttribute("aria-expanded", String(open));
+function socketClosed() {
+  // A message not yet acknowledged may not have arrived: give it back to the composer.
+  const back = thread.takeBackPending();
+  if (back !== null && composer.restore(back)) restoredDraft = back;
+  evaluator.trigger();
+  updateComposer();
+}
+
+function send(frame) {
+  if (socket.send(frame)) return true;
+  composer.showStatus("Not connected: your message is kept here and can be sent once the connection is back.", true);
+  return false;
+}
+
+window.addEventListener("online", () => socket.reconnectNow());
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState !== "visible") return;
+  socket.reconnectNow();
+  sessions.refresh().catch(() => {});
+});
+// Shown again from the back-forward cache: that copy is as old as the moment the page was
+// left, so read everything again (and reconnect: the socket was closed on the way out).
+window.addEventListener("pageshow", (event) => {
+  if (!event.persisted) return;
+  if (socket.connected) resync();
+  else socket.reconnectNow();
+});
+
+// --- the composer -----------------------------------------------------------------------------
+function updateComposer() {
+  composer.set({ open: socket.isOpen(), working });
+}
+
+async function submit(content) {
+  if (viewedId !== topics.activeId()) await reloadActive();
+  if (!send({ type: "message.send", content })) return;
+  thread.addPending(content);
+  composer.clear();
+  evaluator.reset();
+  thread.clearFailure();
+  setWorking(true);
+}
+
+$("new-topic").addEventListener("click", () => {
+  if (working) {
+    toast("Wait for the reply to finish before starting a new topic.");
+    return;
   }
-  $("legend-dismiss").addEventListener("click", () => {
-    try {
-      localStorage.setItem(legendKey, "1");
-    } catch (err) {
-      // Without storage the legend simply shows again next time.
-    }
-    showLegend(false);
-    $("legend-toggle").focus();
+  if (send({ type: "topic.new" })) composer.focus();
+});
+$("back-to-active").addEventListener("click", () => reloadActive());
+
+// --- drawers on narrow screens ----------------------------------------------------------------
+const app = document.querySelector(".app");
+function closeDrawers() {
+  app.classList.remove("show-sidebar", "show-inspector");
+  document.querySelectorAll("[data-toggle]").forEach((button) => button.setAttribute("aria-expanded", "false"));
+}
+document.querySelectorAll("[data-toggle]").forEach((button) => {
+  button.addEventListener("click", () => {
+    const cls = "show-" + button.dataset.toggle;
+    const open = !app.classList.contains(cls);
+    closeDrawers();
+    app.classList.toggle(cls, open);
+    button.setAttribute("aria-expanded", String(open));
   });
-  $("legend-toggle").addEventListener("click", () => showLegend($("brain-legend").hidden));
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape") closeDrawers();
+});
+
+// --- the brain legend: shown until dismissed, then one click away ----------------------------
+const legendKey = "driftless:brain-legend-seen";
+function showLegend(open) {
+  $("brain-legend").hidden = !open;
+  $("legend-toggle").setAttribute("aria-expanded", String(open));
+}
+$("legend-dismiss").addEventListener("click", () => {
   try {
-    showLegend(!localStorage.getItem(legendKey));
+    localStorage.setItem(legendKey, "1");
   } catch (err) {
-    showLegend(true);
+    // Without storage the legend simply shows again next time.
   }
+  showLegend(false);
+  $("legend-toggle").focus();
+});
+$("legend-toggle").addEventListener("click", () => showLegend($("brain-legend").hidden));
+try {
+  showLegend(!localStorage.getItem(legendKey));
+} catch (err) {
+  showLegend(true);
+}
 
-  // --- start --------------------------------------------------------------------------------------
-  topics.load(initial.topics);
-  sessions.load(initial.sessions);
-  nameFromActiveTopic();
-  setInterval(() => sessions.tick(), 60000);
-  showTopic(topics.activeId(), initial.messages);
-  // A link from search opens the session at a topic: /sessions/<id>/#topic-<topic id>.
-  const linked = /^#topic-(\d+)$/.exec(location.hash);
-  if (linked && Number(linked[1]) !== topics.activeId()) openTopic(Number(linked[1]));
-  try {
-    input.value = localStorage.getItem(draftKey) || "";
-  } catch (err) {
-    input.value = "";
-  }
-  autosize();
-  input.focus();
-  connect();
-})();
+// --- start --------------------------------------------------------------------------------------
+topics.load(initial.topics);
+setInterval(() => {
+  if (document.visibilityState === "visible") sessions.refresh().catch(() => {});
+}, 60000);
+showTopic(topics.activeId(), initial.messages);
+// A link from search opens the session at a topic: /sessions/<id>/#topic-<topic id>.
+const linked = /^#topic-(\d+)$/.exec(location.hash);
+if (linked && Number(linked[1]) !== topics.activeId()) openTopic(Number(linked[1]));
+composer.focus();
+socket.connect();

@@ -1,156 +1,115 @@
 /*
- * The sessions list beside the chat: the user's sessions, latest first, each a link to its
- * chat page, the current one marked, with Rename (PATCH /agents-api/sessions/<id>/) and
- * Delete (a link to the page that asks for confirmation, /sessions/<id>/delete/).
+ * The sessions list (the home page, and beside the chat): rendered once, by the server
+ * (templates/chat/_session_items.html), with the words it already has (the session's
+ * name, its agent, how long ago). This module only keeps it current and renames:
  *
- * The list arrives with the page; the current session's row follows its own events (a new
- * message moves it to the top, its active topic names it while it has no title of its
- * own), and the whole list is read again when the tab comes back into view, so sessions
- * started, renamed or deleted elsewhere show up.
- *
- * Rename is inline: the row's title becomes a text field; Enter saves, Escape cancels,
- * focus returns to the Rename button. An empty title goes back to the automatic one.
+ * - refresh() reads the list again as the server renders it (sessionNav), when the tab
+ *   comes back into view, after a turn, and once a minute ("5 minutes ago" moves on);
+ * - Rename is inline: the row's title becomes a text field; Enter saves, Escape cancels,
+ *   focus returns to the Rename button. An empty title goes back to the automatic name.
  */
-(function (global) {
-  "use strict";
-  const D = global.Driftless;
-  const { el, icon } = D;
-  const UNTITLED = "New conversation";
+import { el, toast, announce } from "./util.js";
+import { url } from "./config.js";
 
-  /** "just now" under a minute, then minutes, hours, days: what the home page says too. */
-  function ago(iso) {
-    const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-    if (!Number.isFinite(seconds) || seconds < 60) return "just now";
-    const [size, unit] = seconds < 3600 ? [60, "minute"] : seconds < 86400 ? [3600, "hour"] : [86400, "day"];
-    const n = Math.floor(seconds / size);
-    return n + " " + unit + (n === 1 ? "" : "s") + " ago";
+export function createSessions({ list, api, currentId = null, onChanged = null }) {
+  let renaming = false;
+
+  function row(id) {
+    return list.querySelector('.session-item[data-session-id="' + id + '"]');
   }
-  D.ago = ago;
 
-  D.createSessions = function createSessions({ list, api, currentId, onRenamed }) {
-    const sessions = new Map(); // id -> { id, title, shown_title, agent_name, updated_at }
-    const rows = new Map();
+  /** The name the server gives a session ("" when it is not in the list). */
+  function name(id) {
+    return row(id)?.dataset.name || "";
+  }
 
-    function shownTitle(session) {
-      return session.title || session.shown_title || UNTITLED;
-    }
+  async function refresh() {
+    if (renaming) return; // never under the user's fingers
+    const query = currentId === null ? null : { current: currentId };
+    const html = await api.html(url("sessionNav", {}, query));
+    if (renaming) return;
+    const focused = document.activeElement && list.contains(document.activeElement) ? focusKey(document.activeElement) : null;
+    list.innerHTML = html; // the site's own template, escaped by Django
+    if (focused) list.querySelector(focused)?.focus();
+    if (onChanged) onChanged();
+  }
 
-    function buildRow(id) {
-      const parts = {};
-      parts.title = el("span", { class: "session-title" });
-      parts.meta = el("span", { class: "session-meta" });
-      parts.link = el("a", { class: "session-link", href: "/sessions/" + id + "/" }, parts.title, parts.meta);
-      parts.rename = el("button", { type: "button", class: "icon-btn session-rename", onclick: () => startRename(id) }, icon("edit"));
-      parts.remove = el("a", { class: "icon-btn session-delete", href: "/sessions/" + id + "/delete/" }, icon("trash"));
-      parts.li = el("li", { class: "session-item", dataset: { sessionId: String(id) } }, parts.link, parts.rename, parts.remove);
-      return parts;
-    }
+  function focusKey(node) {
+    const item = node.closest(".session-item");
+    if (!item) return null;
+    const part = node.matches(".session-rename") ? ".session-rename" : node.matches(".session-delete") ? ".session-delete" : ".session-link";
+    return '.session-item[data-session-id="' + item.dataset.sessionId + '"] ' + part;
+  }
 
-    function patch(id) {
-      const session = sessions.get(id);
-      const row = rows.get(id);
-      const name = shownTitle(session);
-      const current = id === currentId;
-      row.li.classList.toggle("is-current", current);
-      row.title.textContent = name;
-      row.title.classList.toggle("untitled", !session.title && !session.shown_title);
-      row.meta.textContent = (session.agent_name ? session.agent_name + " · " : "") + ago(session.updated_at);
-      if (current) row.link.setAttribute("aria-current", "page");
-      else row.link.removeAttribute("aria-current");
-      row.rename.setAttribute("aria-label", "Rename “" + name + "”");
-      row.rename.title = "Rename";
-      row.remove.setAttribute("aria-label", "Delete “" + name + "”");
-      row.remove.title = "Delete permanently";
-    }
-
-    function order() {
-      const sorted = [...sessions.values()].sort((a, b) => Date.parse(b.updated_at) - Date.parse(a.updated_at) || b.id - a.id);
-      sorted.forEach((session, index) => {
-        const li = rows.get(session.id).li;
-        if (list.children[index] !== li) list.insertBefore(li, list.children[index] || null);
-      });
-    }
-
-    function upsert(payload) {
-      const known = sessions.get(payload.id);
-      sessions.set(payload.id, { ...known, ...payload });
-      if (!rows.has(payload.id)) rows.set(payload.id, buildRow(payload.id));
-      patch(payload.id);
-    }
-
-    function remove(id) {
-      rows.get(id)?.li.remove();
-      rows.delete(id);
-      sessions.delete(id);
-    }
-
-    function startRename(id) {
-      const row = rows.get(id);
-      const session = sessions.get(id);
-      const input = el("input", { class: "session-rename-input", value: session.title || "", maxlength: "200", "aria-label": "New title for “" + shownTitle(session) + "” (empty: automatic)", placeholder: shownTitle(session) });
-      let done = false;
-      const finish = async (save) => {
-        if (done) return;
-        done = true;
-        const title = input.value.trim();
-        input.replaceWith(row.link);
-        row.rename.hidden = false;
-        row.remove.hidden = false;
-        row.rename.focus();
-        if (!save || title === (session.title || "")) return;
-        try {
-          const saved = await api.patch("/agents-api/sessions/" + id + "/", { title });
-          upsert({ id, title: saved.title });
-          D.announce("Renamed to “" + shownTitle(sessions.get(id)) + "”");
-          if (onRenamed) onRenamed(id, sessions.get(id));
-        } catch (err) {
-          D.toast("Could not rename: " + err.message);
-        }
-      };
-      input.addEventListener("keydown", (event) => {
-        if (event.key === "Enter") {
-          event.preventDefault();
-          finish(true);
-        } else if (event.key === "Escape") {
-          event.preventDefault();
-          event.stopPropagation();
-          finish(false);
-        }
-      });
-      input.addEventListener("blur", () => finish(true));
-      row.link.replaceWith(input);
-      row.rename.hidden = true;
-      row.remove.hidden = true;
-      input.focus();
-      input.select();
-    }
-
-    return {
-      load(payloads) {
-        for (const payload of payloads) upsert(payload);
-        order();
-        // A long list opens scrolled to the current session.
-        rows.get(currentId)?.li.scrollIntoView({ block: "nearest" });
-      },
-      /** Read the list again (another tab may have started, renamed or deleted one). */
-      async refresh() {
-        const fresh = D.results(await api.get("/agents-api/sessions/"));
-        const seen = new Set(fresh.map((session) => session.id));
-        for (const id of [...sessions.keys()]) if (!seen.has(id)) remove(id);
-        for (const session of fresh) upsert({ id: session.id, title: session.title, agent_name: session.agent_name, updated_at: session.updated_at });
-        order();
-      },
-      /** The current session changed: a message (moves it up) or its automatic title. */
-      touch(fields) {
-        if (!sessions.has(currentId)) return;
-        upsert({ id: currentId, ...fields });
-        order();
-      },
-      title: (id) => (sessions.has(id) ? shownTitle(sessions.get(id)) : UNTITLED),
-      get: (id) => sessions.get(id),
-      tick() {
-        for (const id of sessions.keys()) patch(id);
-      },
+  function startRename(item) {
+    const id = Number(item.dataset.sessionId);
+    const link = item.querySelector(".session-link");
+    const renameButton = item.querySelector(".session-rename");
+    const removeLink = item.querySelector(".session-delete");
+    const shown = item.dataset.name;
+    const input = el("input", {
+      class: "session-rename-input",
+      maxlength: "200",
+      "aria-label": "New title for “" + shown + "” (empty: automatic)",
+      placeholder: shown,
+    });
+    input.value = item.dataset.title || "";
+    let done = false;
+    renaming = true;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = input.value.trim();
+      input.replaceWith(link);
+      renameButton.hidden = false;
+      removeLink.hidden = false;
+      renameButton.focus();
+      renaming = false;
+      if (!save || title === (item.dataset.title || "")) return;
+      try {
+        await api.patch(url("session", { session_id: id }), { title });
+        await refresh();
+        announce("Renamed to “" + name(id) + "”");
+      } catch (err) {
+        toast("Could not rename: " + err.message);
+      }
     };
-  };
-})(window);
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+    link.replaceWith(input);
+    renameButton.hidden = true;
+    removeLink.hidden = true;
+    input.focus();
+    input.select();
+  }
+
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest(".session-rename");
+    if (button && list.contains(button)) startRename(button.closest(".session-item"));
+  });
+  // A long list opens scrolled to the current session.
+  if (currentId !== null) row(currentId)?.scrollIntoView({ block: "nearest" });
+
+  return { refresh, name };
+}
+
+/** The home page: the list is live there too (rename; read again when the tab returns). */
+export function startSessionsPage({ list, api }) {
+  const sessions = createSessions({ list, api });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") sessions.refresh().catch(() => {});
+  });
+  setInterval(() => {
+    if (document.visibilityState === "visible") sessions.refresh().catch(() => {});
+  }, 60000);
+  return sessions;
+}

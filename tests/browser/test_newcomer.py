@@ -130,9 +130,11 @@ def test_the_sidebar_follows_sessions_started_elsewhere_when_the_tab_comes_back(
     elsewhere = Session.objects.start(user=alice, agent=agent, title="Started in another tab")
     page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
     session_row(page, elsewhere).wait_for()
-    # A message of this session moves it back to the top at once.
+    # A message of this session moves it back to the top.
     send(page, "hello", replies=1)
-    assert int(page.locator(".session-item").first.get_attribute("data-session-id")) == session.pk
+    expect(page.locator(".session-item").first).to_have_attribute(
+        "data-session-id", str(session.pk)
+    )
 
 
 def test_back_after_sending_shows_the_messages(open_chat, live, session):

@@ -1,7 +1,8 @@
 """The page's stream rendering in Chromium: batched reply deltas (the server coalesces them,
 at most one event per ~100 ms) render exactly as per-token deltas do, and are revealed over
-several animation frames rather than in jumps. The page's own scripts run on a blank page:
-no server is involved, the thread is driven as chat.js drives it."""
+several animation frames rather than in jumps. The page's own modules run on a blank page
+served from static/ by Playwright itself: no server is involved, the thread is driven as
+chat.js drives it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from memory.lib.markdown import render_markdown
 
 pytestmark = [pytest.mark.browser]
 
@@ -24,12 +27,14 @@ REPLY = (
 )
 TOKENS = re.findall(r"\s*\S+|\s+$", REPLY)
 
+ORIGIN = "http://driftless.test"
 DRIVE = """
-async ({ batches, delayMs, full }) => {
+async ({ batches, delayMs, full, html }) => {
+  const { createThread } = await import("/static/js/thread.js");
   const scroller = document.getElementById("scroller");
   const root = document.getElementById("root");
   root.replaceChildren();
-  const thread = Driftless.createThread({
+  const thread = createThread({
     root, scroller, agentName: "Drift", onRetry() {}, onOpenTopic() {},
   });
   const shown = [];
@@ -43,32 +48,49 @@ async ({ batches, delayMs, full }) => {
     thread.delta("turn-1", piece);
     await sleep(delayMs);
   }
-  const expected = DriftlessMarkdown.render(full);
+  const { showStreaming } = await import("/static/js/render.js");
+  const probe = document.createElement("div");
+  showStreaming(probe, full);
   for (let waited = 0; waited < 5000; waited += 20) {
-    if (root.querySelector(".part.is-streaming .md").innerHTML === expected) break;
+    if (root.querySelector(".part.is-streaming .md").innerHTML === probe.innerHTML) break;
     await sleep(20);
   }
   observer.disconnect();
   const streamed = root.innerHTML;
-  thread.append({ id: 7, role: "assistant", content: full, tool_calls: [] });
-  return { streamed, final: root.innerHTML, shown };
+  const text = root.querySelector(".part.is-streaming .md").innerText;
+  thread.append({ id: 7, role: "assistant", content: full, content_html: html, tool_calls: [] });
+  return { streamed, text, final: root.innerHTML, shown };
 }
 """
 
 
 @pytest.fixture
 def thread_page(page):
-    page.set_content(
-        '<div id="scroller" style="height: 300px; overflow: auto"><div id="root"></div></div>'
-    )
-    for name in ("markdown.js", "util.js", "thread.js"):
-        page.add_script_tag(path=str(SCRIPTS / name))
+    """A blank page on an origin of its own, whose /static/js/ is the repository's."""
+
+    def serve(route):
+        path = route.request.url.removeprefix(ORIGIN)
+        if path.startswith("/static/js/"):
+            body = (SCRIPTS / path.removeprefix("/static/js/")).read_text()
+            route.fulfill(body=body, content_type="text/javascript")
+        else:
+            route.fulfill(
+                body='<div id="scroller" style="height: 300px; overflow: auto">'
+                '<div id="root"></div></div>',
+                content_type="text/html",
+            )
+
+    page.route(f"{ORIGIN}/**", serve)
+    page.goto(f"{ORIGIN}/")
     return page
 
 
 def drive(page, batches: list[str], *, delay_ms: int) -> dict:
     assert "".join(batches) == REPLY
-    return page.evaluate(DRIVE, {"batches": batches, "delayMs": delay_ms, "full": REPLY})
+    html = render_markdown(REPLY)
+    return page.evaluate(
+        DRIVE, {"batches": batches, "delayMs": delay_ms, "full": REPLY, "html": html}
+    )
 
 
 def in_batches(tokens: list[str], size: int) -> list[str]:
@@ -81,8 +103,14 @@ def test_a_batched_stream_renders_exactly_as_a_per_token_one(thread_page):
 
     assert batched["streamed"] == per_token["streamed"]
     assert 'class="part is-streaming"' in batched["streamed"]
+    # While it streams the reply is text, in paragraphs and code blocks; no markup is made.
+    assert "<strong>" not in batched["streamed"] and "**balcony garden**" in batched["text"]
+    assert "<pre><code>for plant in" in batched["streamed"]
     assert batched["final"] == per_token["final"]
     assert "is-streaming" not in batched["final"] and "data-message-id" in batched["final"]
+    # Once stored, the server's rendering replaces it.
+    assert "<strong>balcony garden</strong>" in batched["final"]
+    assert '<span class="hl-k">for</span>' in batched["final"]
     assert "🌿" in batched["final"] and "生菜" in batched["final"]
 
 

@@ -1,0 +1,66 @@
+"""What a page's scripts are told by the server: every URL they call, and the few facts
+they need (the CSRF token, limits), as one JSON document (``driftless-config``).
+
+The scripts write no URL of their own: each is reversed here from its route name, with
+``{name}`` placeholders the script fills in (``static/js/config.js``), so a route that
+moves moves everywhere at once.
+"""
+
+from __future__ import annotations
+
+from django.middleware.csrf import get_token
+from django.urls import reverse
+
+from memory.lib.limits import MAX_MESSAGE_CHARS
+
+# What a script calls each URL -> (the route's name, the placeholders of its URL).
+_ROUTES = {
+    "home": ("home", ()),
+    "sessionNav": ("session-nav", ()),
+    "sessions": ("api-sessions", ()),
+    "chatPage": ("chat", ("session_id",)),
+    "deletePage": ("delete-session", ("session_id",)),
+    "session": ("api-session", ("session_id",)),
+    "sessionTopics": ("api-topics", ("session_id",)),
+    "sessionMemory": ("api-session-memory", ("session_id",)),
+    "sessionFacts": ("api-session-facts", ("session_id",)),
+    "sessionFact": ("api-session-fact", ("session_id", "key")),
+    "sessionContext": ("api-session-context", ("session_id",)),
+    "sessionEvaluate": ("session-evaluate", ("session_id",)),
+    "topic": ("api-topic", ("topic_id",)),
+    "topicMessages": ("api-topic-messages", ("topic_id",)),
+    "topicMemory": ("api-topic-memory", ("topic_id",)),
+    "topicNotes": ("api-topic-notes", ("topic_id",)),
+}
+# The websocket route (chat/routing.py) is not one Django's URL resolver knows.
+SOCKET_PATH = "/ws/sessions/{session_id}/"
+# Stand-ins reversed in place of each placeholder, then replaced by ``{name}``; numbers
+# for the int converters, a word for the path converter of a fact's key.
+_SENTINEL_BASE = 987_654_000
+
+
+def url_template(route: str, params: tuple[str, ...]) -> str:
+    sentinels = {
+        name: "sentinel-key" if name == "key" else _SENTINEL_BASE + index
+        for index, name in enumerate(params)
+    }
+    url = reverse(route, kwargs=sentinels)
+    for name, sentinel in sentinels.items():
+        url = url.replace(str(sentinel), "{" + name + "}")
+    return url
+
+
+def url_templates() -> dict[str, str]:
+    urls = {key: url_template(route, params) for key, (route, params) in _ROUTES.items()}
+    urls["socket"] = SOCKET_PATH
+    return urls
+
+
+def page_config(request, **extra) -> dict:
+    """The ``driftless-config`` document of a page; ``extra`` adds what that page needs."""
+    return {
+        "urls": url_templates(),
+        "csrfToken": get_token(request),
+        "limits": {"messageChars": MAX_MESSAGE_CHARS},
+        **extra,
+    }

@@ -1,0 +1,125 @@
+/*
+ * The Facts panel: the durable facts of this (agent, user) scope, always in context word
+ * for word; edit, delete (after a confirmation) and add.
+ */
+import { el, icon, toast, announce } from "./util.js";
+import { url } from "./config.js";
+import { empty } from "./inspector.js";
+
+export function factsPanel({ api, sessionId, agentName, show, reload }) {
+  const factUrl = (key) => url("sessionFact", { session_id: sessionId, key });
+  const showValue = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+  const list = el("ul", { class: "fact-list" });
+
+  function render(facts) {
+    const keys = Object.keys(facts).sort((a, b) => a.localeCompare(b));
+    if (!keys.length) return [empty("No durable facts yet. Add one below, or tell " + agentName + ": /remember favourite colour = teal")];
+    list.replaceChildren(...keys.map((key) => row(key, facts[key])));
+    return [list];
+  }
+
+  function row(key, value) {
+    const li = el("li", { class: "fact", dataset: { key } });
+    const view = () => {
+      li.replaceChildren(
+        el(
+          "div",
+          { class: "fact-row" },
+          el("div", { class: "fact-text" }, el("div", { class: "fact-key", text: key }), el("div", { class: "fact-value", text: showValue(value) })),
+          el(
+            "div",
+            { class: "fact-actions" },
+            el("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": "Edit fact " + key, title: "Edit", onclick: edit }, icon("edit")),
+            el("button", { type: "button", class: "btn btn-quiet btn-small btn-danger", "aria-label": "Delete fact " + key, title: "Delete", onclick: confirmDelete }, icon("trash"))
+          )
+        )
+      );
+    };
+    const edit = () => {
+      const input = el("textarea", { "aria-label": "Value of " + key, rows: "2" });
+      input.value = showValue(value);
+      const error = el("p", { class: "form-error", role: "alert", hidden: true });
+      const form = el(
+        "form",
+        { onsubmit: save },
+        el("div", { class: "fact-key", text: key }),
+        input,
+        error,
+        el("div", { class: "form-row" }, el("button", { type: "button", class: "btn btn-small", onclick: view }, "Cancel"), el("button", { type: "submit", class: "btn btn-primary btn-small" }, "Save"))
+      );
+      form.addEventListener("keydown", (event) => {
+        if (event.key === "Escape") view();
+        if (event.key === "Enter" && !event.shiftKey && event.target === input) {
+          event.preventDefault();
+          form.requestSubmit();
+        }
+      });
+      li.replaceChildren(form);
+      input.focus();
+      input.select();
+      async function save(event) {
+        event.preventDefault();
+        // A value that was not text stays JSON when the edit still parses as JSON.
+        let next = input.value;
+        if (typeof value !== "string") {
+          try {
+            next = JSON.parse(input.value);
+          } catch (err) {
+            next = input.value;
+          }
+        }
+        try {
+          const data = await api.put(factUrl(key), { value: next });
+          show(render(data.facts));
+          announce("Fact " + key + " saved");
+          list.querySelector('.fact[data-key="' + CSS.escape(key) + '"] button')?.focus();
+        } catch (err) {
+          error.textContent = err.message;
+          error.hidden = false;
+        }
+      }
+    };
+    const confirmDelete = () => {
+      const keep = el("button", { type: "button", class: "btn btn-small", onclick: () => { view(); li.querySelector("button").focus(); } }, "Keep");
+      const remove = el("button", { type: "button", class: "btn btn-small btn-danger", onclick: doDelete }, "Delete");
+      li.replaceChildren(el("div", { class: "fact-row" }, el("div", { class: "fact-text" }, el("div", { class: "fact-key", text: key }), el("div", { class: "fact-value", text: "Delete this fact?" })), el("div", { class: "fact-actions" }, keep, remove)));
+      remove.focus();
+    };
+    const doDelete = async () => {
+      try {
+        await api.del(factUrl(key));
+        announce("Fact " + key + " deleted");
+        reload();
+      } catch (err) {
+        toast("Could not delete the fact: " + err.message);
+      }
+    };
+    view();
+    return li;
+  }
+
+  const addForm = document.getElementById("fact-add");
+  addForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = addForm.elements.key.value.trim();
+    const value = addForm.elements.value.value;
+    const error = document.getElementById("fact-add-error");
+    error.hidden = true;
+    try {
+      const data = await api.put(factUrl(key), { value });
+      addForm.reset();
+      show(render(data.facts));
+      announce("Fact " + key + " saved");
+    } catch (err) {
+      error.textContent = err.message;
+      error.hidden = false;
+    }
+  });
+
+  async function load() {
+    const data = await api.get(url("sessionFacts", { session_id: sessionId }));
+    return render(data.facts || {});
+  }
+
+  return { load };
+}

@@ -1,0 +1,139 @@
+/*
+ * The Memory panel: what the agent carries into every session with this user (promoted
+ * topics in full, deprecated ones by title), the budget it fills, and what the budget
+ * dropped. Each entry has its brain (teal → red → gray, as in the topic list; a gray one
+ * leaves the panel), Edit (title and summary) and a link to its topic.
+ */
+import { el, icon, toast, announce } from "./util.js";
+import { url } from "./config.js";
+import { topicEditor } from "./topics.js";
+import { empty, number, section } from "./inspector.js";
+
+const NEXT = { promoted: "deprecated", deprecated: "none" };
+const STATE_TEXT = {
+  promoted: "In memory: remembered in every session. Press to mark it as no longer true.",
+  deprecated: "Marked as no longer true: remembered by its title only, so it is not brought back. Press to take it out of memory.",
+};
+
+export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenTopic, reload }) {
+  /** One memory entry, from this session or another: its brain, an edit action, a link. */
+  function item(entry) {
+    const state = entry.deprecated ? "deprecated" : "promoted";
+    const li = el("li", { class: "mem-item" + (entry.deprecated ? " is-deprecated" : ""), dataset: { topicId: String(entry.topic_id) } });
+    const brain = el(
+      "button",
+      { type: "button", class: "brain", "aria-label": "Memory: " + entry.title, title: STATE_TEXT[state], dataset: { state }, onclick: cycle },
+      icon("brain", "brain-icon")
+    );
+    const open = el(
+      "a",
+      {
+        href: url("chatPage", { session_id: entry.session_id }) + "#topic-" + entry.topic_id, // as search links
+        "aria-label": "Open the topic “" + entry.title + "”",
+        onclick: (event) => {
+          if (entry.session_id !== sessionId || !onOpenTopic) return; // another session: follow the link
+          event.preventDefault();
+          onOpenTopic(entry.topic_id);
+        },
+      },
+      "Open topic"
+    );
+    const view = () => {
+      const title = el(
+        "div",
+        { class: "mem-title" },
+        el("span", {}, entry.shown_title, " ", entry.session_id === sessionId ? el("span", { class: "badge", text: "this session" }) : null),
+        el("span", { class: "mem-tokens", title: "Approximate tokens this entry takes in every prompt", text: number(entry.tokens) + " tok" })
+      );
+      const actions = el(
+        "div",
+        { class: "mem-actions" },
+        brain,
+        el("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": "Edit “" + entry.title + "”", onclick: edit }, icon("edit"), "Edit"),
+        open
+      );
+      li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, actions].filter(Boolean));
+    };
+    async function cycle() {
+      const next = NEXT[state];
+      brain.setAttribute("aria-busy", "true");
+      try {
+        const payload = await api.put(url("topicMemory", { topic_id: entry.topic_id }), { state: next });
+        if (onTopicChanged) onTopicChanged(payload, entry.session_id);
+        announce("“" + entry.title + "”: " + (next === "none" ? "taken out of memory" : "marked as no longer true"));
+        reload();
+      } catch (err) {
+        brain.removeAttribute("aria-busy");
+        toast("Could not change the memory of “" + entry.title + "”: " + err.message);
+      }
+    }
+    async function edit() {
+      let topic;
+      try {
+        topic = await api.get(url("topic", { topic_id: entry.topic_id })); // a deprecated entry shows no summary
+      } catch (err) {
+        toast("Could not open “" + entry.title + "” for editing: " + err.message);
+        return;
+      }
+      li.replaceChildren(
+        topicEditor({
+          api,
+          topic,
+          onSaved: (payload) => {
+            if (onTopicChanged) onTopicChanged(payload, entry.session_id);
+            announce("“" + payload.title + "” saved");
+            reload();
+          },
+          onCancel: view,
+        })
+      );
+    }
+    view();
+    return li;
+  }
+
+  async function load() {
+    const data = await api.get(url("sessionMemory", { session_id: sessionId }));
+    const view = data.scope || data;
+    const entries = view.entries || [];
+    const promoted = entries.filter((entry) => !entry.deprecated);
+    const deprecated = entries.filter((entry) => entry.deprecated);
+    const used = view.used !== undefined ? view.used : entries.reduce((sum, entry) => sum + entry.tokens, 0);
+    const budget = view.budget || 0;
+    const share = budget ? Math.min(100, Math.round((100 * used) / budget)) : 0;
+    const meter = el(
+      "div",
+      { class: "meter" },
+      el(
+        "div",
+        { class: "meter-bar", role: "meter", "aria-label": "Memory space used", "aria-valuemin": "0", "aria-valuemax": String(budget), "aria-valuenow": String(used), "aria-valuetext": number(used) + " of " + number(budget) + " tokens" },
+        el("div", { class: "meter-fill" + (share >= 100 ? " full" : ""), style: "width: " + share + "%" })
+      ),
+      el("div", { class: "meter-label", title: "The agent's memory token budget" }, el("span", { text: number(used) + " of " + number(budget) + " tokens" }), el("span", { text: share + "% full" }))
+    );
+    const nodes = [section("Space used", null, meter)];
+    if (!entries.length && !(view.dropped || []).length) {
+      nodes.push(empty("Nothing in memory yet. Press a topic's brain icon to keep it, or let " + agentName + " keep what matters when it sums a topic up."));
+      return nodes;
+    }
+    nodes.push(section("Remembered", promoted.length, promoted.length ? el("ul", { class: "mem-list" }, promoted.map(item)) : empty("Nothing remembered in full.")));
+    if (deprecated.length) nodes.push(section("No longer true", deprecated.length, el("ul", { class: "mem-list" }, deprecated.map(item))));
+    const dropped = view.dropped || [];
+    if (dropped.length) {
+      nodes.push(
+        section(
+          "Left out: no room",
+          dropped.length,
+          el("p", { class: "panel-intro", text: "The oldest first: these no longer fit in the memory budget and are not sent." }),
+          el("ul", { class: "mem-list" }, dropped.map(item))
+        )
+      );
+    }
+    if (entries.some((entry) => entry.session_id === sessionId)) {
+      nodes.push(el("p", { class: "panel-intro panel-note", text: "Topics of this session already reach it as its earlier topics; every other session gets them from memory." }));
+    }
+    return nodes;
+  }
+
+  return { load };
+}
