@@ -58,6 +58,7 @@ def test_the_owner_sees_the_assembled_stack_and_the_cache_figures(session, alice
         "notes",
         "important_info",
         "manage_topic_memory",
+        "recall",
     ]
     assert data["cache"] == {"prompt_tokens": 1000, "cached_tokens": 750, "hit_rate": 0.75}
 
