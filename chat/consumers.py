@@ -25,6 +25,7 @@ from django.utils.module_loading import import_string
 
 from chat.accounts import live_user, user_group
 from chat.protocol import (
+    CancelTurn,
     ClientFrame,
     NewTopic,
     RetryTurn,
@@ -33,7 +34,7 @@ from chat.protocol import (
 )
 from memory.actions.scheduling import request_exit_evaluation
 from memory.actions.topics import do_new_topic
-from memory.actions.turn import do_retry_turn, do_send_message
+from memory.actions.turn import do_retry_turn, do_send_message, do_stop_turn
 from memory.events import error_event, session_group
 from memory.lib.errors import Refused, log_error, public_failure
 from memory.models import Session
@@ -97,6 +98,8 @@ def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
             do_retry_turn(session=session)
         elif isinstance(frame, NewTopic):
             do_new_topic(session=session)
+        elif isinstance(frame, CancelTurn):
+            do_stop_turn(session=session)
     finally:
         # Worker threads are pooled: their connection goes back to the process's database
         # pool (PostgreSQL), or stays open up to CONN_MAX_AGE; a broken one is closed.

@@ -61,9 +61,15 @@ class RetryTurn:
     """``{"type": "turn.retry"}``: run the turn again for the latest user message."""
 
 
-ClientFrame = SendMessage | NewTopic | RetryTurn
+@dataclass(frozen=True)
+class CancelTurn:
+    """``{"type": "turn.cancel"}``: stop the reply being written (the user's Stop); what
+    had streamed is stored as the reply, marked stopped. Nothing running: nothing happens."""
 
-FRAME_TYPES = ("message.send", "topic.new", "turn.retry")
+
+ClientFrame = SendMessage | NewTopic | RetryTurn | CancelTurn
+
+FRAME_TYPES = ("message.send", "topic.new", "turn.retry", "turn.cancel")
 
 
 def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
@@ -85,6 +91,8 @@ def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
         return NewTopic()
     if frame_type == "turn.retry":
         return RetryTurn()
+    if frame_type == "turn.cancel":
+        return CancelTurn()
     raise FrameRefused(
         "unknown_type",
         f"unknown frame type {frame_type[:40]!r}; expected one of: {', '.join(FRAME_TYPES)}",

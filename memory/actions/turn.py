@@ -54,7 +54,7 @@ from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
 from memory.models import FactActor, Message, Session, Topic
-from memory.stores import leases
+from memory.stores import leases, stops
 from memory.stores.messages import store_message
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class TurnResult:
     reply: Message | None = None
     error: Message | None = None
     failure: Literal["model", "internal"] | None = None
+    stopped: bool = False  # the user stopped the reply; what had streamed is stored
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -134,14 +135,20 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     start (the user's message, turn.started) before the model is asked, the reply deltas
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
-        with leases.session_lock(session.pk):
-            result = _run_turn(session=session, user_message=user_message())
+        with leases.session_lock(session.pk), stops.watching(session.pk) as stop:
+            result = _run_turn(session=session, user_message=user_message(), stop=stop)
         _announce_done(session, result)
         _give_back_connection()  # before the end is published
     return result
 
 
-def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
+def do_stop_turn(*, session: Session) -> bool:
+    """Ask the session's running turn to stop (the user's Stop, from any tab, process or
+    interface): it stores what had streamed, marked stopped. Whether a turn was running."""
+    return stops.request_stop(session_id=session.pk)
+
+
+def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
     publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
@@ -155,7 +162,7 @@ def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
                     extra_tools=mcp.tool_schemas,
                     working_memory=mcp.status_note(),
                 )
-                _converse(session=session, stack=stack, mcp=mcp, result=result)
+                _converse(session=session, stack=stack, mcp=mcp, result=result, stop=stop)
     except AccessEnded as err:
         _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
@@ -181,6 +188,7 @@ def _announce_done(session: Session, result: TurnResult) -> None:
             result.turn_id,
             reply_message_id=result.reply.pk if result.reply else None,
             ok=result.failure is None,
+            stopped=result.stopped,
         ),
     )
 
@@ -191,16 +199,28 @@ def _converse(
     stack: ContextStack,
     mcp: McpToolSource,
     result: TurnResult,
+    stop: stops.StopSignal,
 ) -> None:
-    """Ask the model, run the tools it calls, ask again; store the final reply."""
+    """Ask the model, run the tools it calls, ask again; store the final reply (what had
+    streamed, marked stopped, when the user stops it)."""
     # The agent's own model and temperature, when it has them; the settings' otherwise.
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
     for round_number in range(MAX_TOOL_ROUNDS + 1):
         if round_number and not session.still_reachable():
             raise AccessEnded()
-        completion = _stream(model, messages, stack.tools, session, result.turn_id)
+        completion = _stream(model, messages, stack.tools, session, result.turn_id, stop)
         result.add_usage(completion.usage)
+        if stop.requested():  # what had streamed is the reply (any tool call is dropped)
+            result.stopped = True
+            result.reply = _store(
+                session,
+                role=Message.Role.ASSISTANT,
+                content=completion.content,
+                stopped=True,
+                **_usage(completion),
+            )
+            return
         if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:
             content = completion.content
             if completion.tool_calls:
@@ -265,27 +285,39 @@ def _stream(
     tools: list[dict],
     session: Session,
     turn_id: str,
+    stop: stops.StopSignal,
 ) -> Completion:
-    """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    """Stream one model answer to the clients, deltas coalesced, and return it complete;
+    stopped by the user, what had streamed (the stream is closed, so the model stops)."""
     _give_back_connection()  # the turn's next query comes after the model's answer
     flush_outbox()  # what happened so far is shown before the model is asked
     deltas = DeltaBatcher(
         lambda text: publish(session.pk, reply_delta(turn_id, text)),
         seconds=settings.STREAM_BATCH_SECONDS,
     )
+    streamed: list[str] = []
+    if stop.requested():
+        return Completion(content="", tool_calls=(), usage=None, model="")
+    answer = model.stream(
+        messages=messages,
+        tools=tools or None,
+        prompt_cache_key=session.prompt_cache_key,
+        temperature=session.agent.temperature,
+    )
     try:
-        for item in model.stream(
-            messages=messages,
-            tools=tools or None,
-            prompt_cache_key=session.prompt_cache_key,
-            temperature=session.agent.temperature,
-        ):
+        for item in answer:
             if isinstance(item, Completion):
                 return item
             if item:
                 deltas.add(item)
+                streamed.append(item)
+            if stop.requested():
+                return Completion(content="".join(streamed), tool_calls=(), usage=None, model="")
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")
 
 

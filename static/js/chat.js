@@ -94,7 +94,7 @@ const composer = createComposer({
   limit: config.limits.messageChars,
   draftKey: "driftless:draft:" + sessionId,
   onSubmit: submit,
-  onStop: null,
+  onStop: stop,
   onReconnect: () => socket.reconnectNow(),
 });
 
@@ -215,6 +215,12 @@ function setWorking(state) {
   clearTimeout(watchdog);
   if (working) watchdog = setTimeout(() => setWorking(false), WORKING_WATCHDOG_MS);
   updateComposer();
+}
+
+/** Stop the reply being written (the Stop button, Esc): what streamed is kept, marked stopped. */
+function stop() {
+  if (!working || !send({ type: "turn.cancel" })) return;
+  announce("Stopping the reply.");
 }
 
 function retry() {
@@ -384,7 +390,9 @@ document.querySelectorAll("[data-toggle]").forEach((button) => {
   });
 });
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") closeDrawers();
+  if (event.key !== "Escape") return;
+  if (working && !event.defaultPrevented) stop();
+  closeDrawers();
 });
 
 // --- the brain legend: shown until dismissed, then one click away ----------------------------

@@ -121,6 +121,7 @@ export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, 
     else mdNode.remove();
     const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
     if (calls.length) part.append(el("div", { class: "tools" }, calls.map(toolChip)));
+    if (message.stopped) part.append(el("p", { class: "stopped-note", text: message.content ? "Stopped" : "Stopped before the reply began" }));
     part.dataset.messageId = String(message.id);
   }
 
