@@ -189,6 +189,15 @@ class MessageCreated(TypedDict):
     message: MessagePayload
 
 
+class MessagesDeleted(TypedDict):
+    """Messages were taken out of the thread: the last reply, replaced by a regenerated one
+    (``turn.regenerate``); the new reply streams next."""
+
+    type: Literal["message.deleted"]
+    topic_id: int
+    message_ids: list[int]
+
+
 class TurnStarted(TypedDict):
     """The agent began answering ``user_message_id``; deltas with this ``turn_id`` follow."""
 
@@ -268,6 +277,7 @@ class ErrorEvent(TypedDict):
 
 Event = (
     MessageCreated
+    | MessagesDeleted
     | TurnStarted
     | ReplyDelta
     | TurnDone
@@ -282,6 +292,10 @@ Event = (
 
 def message_created(message: Message) -> MessageCreated:
     return {"type": "message.created", "message": message_payload(message)}
+
+
+def messages_deleted(*, topic_id: int, message_ids: Iterable[int]) -> MessagesDeleted:
+    return {"type": "message.deleted", "topic_id": topic_id, "message_ids": list(message_ids)}
 
 
 def turn_started(turn_id: str, *, user_message_id: int) -> TurnStarted:

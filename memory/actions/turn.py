@@ -39,6 +39,7 @@ from memory.actions.scheduling import note_message_stored
 from memory.actions.tools import dispatch_tool_calls
 from memory.events import (
     flush_outbox,
+    messages_deleted,
     outbox,
     publish,
     publish_on_commit,
@@ -127,6 +128,42 @@ def check_retry(*, session: Session) -> Message:
 def do_retry_turn(*, session: Session) -> TurnResult:
     """Run the turn again for the unanswered user message, without storing it twice."""
     return _turn(session, lambda: check_retry(session=session))
+
+
+class NothingToRegenerate(Conflict):
+    """The active topic does not end with a reply of the agent."""
+
+    code = "nothing_to_regenerate"
+
+
+def do_regenerate_turn(*, session: Session) -> TurnResult:
+    """Replace the last reply: take it out of the thread (under the session's lock, so no
+    other turn runs meanwhile) and run the turn again for the message it answered, by the
+    retry path. The tool activity before it stays, as the record of what was done.
+    Raises NothingToRegenerate when the active topic does not end with a reply."""
+    return _turn(session, lambda: _take_back_last_reply(session))
+
+
+def _take_back_last_reply(session: Session) -> Message:
+    topic = Topic.objects.get(session_id=session.pk, is_active=True)
+    last = topic.messages.order_by("-seq").first()
+    if last is None or not last.is_reply:
+        raise NothingToRegenerate("there is no reply to regenerate: the last message is not one")
+    user_message = _answered_by(topic, last)
+    reply_id = last.pk
+    last.delete()
+    publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=[reply_id]))
+    return user_message
+
+
+def _answered_by(topic: Topic, reply: Message) -> Message:
+    """The user message a reply answers (the last one of the topic before it)."""
+    user_message = (
+        topic.messages.filter(role=Message.Role.USER, seq__lt=reply.seq).order_by("-seq").first()
+    )
+    if user_message is None:
+        raise NothingToRegenerate("there is no message of yours for this reply to answer")
+    return user_message
 
 
 def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:

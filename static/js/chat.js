@@ -56,6 +56,7 @@ const thread = createThread({
   onRetry: retry,
   onOpenTopic: (id) => openTopic(id),
   onLoadEarlier: () => loadEarlier(),
+  onRegenerate: regenerate,
 });
 const inspector = createInspector({
   memory: memoryPanel({
@@ -223,6 +224,13 @@ function stop() {
   announce("Stopping the reply.");
 }
 
+/** Replace the last reply: the server takes it out (message.deleted) and answers again. */
+function regenerate() {
+  if (working || !send({ type: "turn.regenerate" })) return;
+  thread.clearFailure();
+  setWorking(true);
+}
+
 function retry() {
   if (!send({ type: "turn.retry" })) return;
   thread.clearFailure();
@@ -246,6 +254,12 @@ const handlers = {
       if (message.tool_name === "notes") inspector.refresh("notes");
       if (message.tool_name === "manage_topic_memory") inspector.refresh("memory");
     }
+  },
+  "message.deleted"({ topic_id: topicId, message_ids: ids }) {
+    if (topicId !== viewedId) return;
+    const gone = new Set(ids);
+    viewedMessages = viewedMessages.filter((message) => !gone.has(message.id));
+    thread.remove(ids);
   },
   "turn.started"() {
     thread.clearFailure();
