@@ -395,3 +395,61 @@ def test_a_stranger_cannot_run_undo_or_see_runs_of_anothers_scope(
 def test_a_bad_agent_parameter_is_a_400_naming_it(as_alice):
     response = as_alice.post("/agents-api/memory/consolidate?agent=abc")
     assert response.status_code == 400 and response.json()["field"] == "agent"
+
+
+# --- admin and the command -------------------------------------------------------------------
+
+
+def test_an_operator_consolidates_a_scope_from_admin_sees_the_run_and_undoes_it(
+    client, fake_openai, session, scope_topics
+):
+    from django.contrib.auth import get_user_model
+
+    operator = get_user_model().objects.create_superuser("operator", "op@example.com", "pw")
+    client.force_login(operator)
+    text_before = block(session)
+    fake_openai.reply_json(
+        {"operations": [supersede(scope_topics["lisbon"], scope_topics["porto"])]}
+    )
+    response = client.post(
+        "/admin/memory/session/",
+        {"action": "consolidate_scopes", "_selected_action": [session.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200 and "1 applied, 0 refused" in response.content.decode()
+    run = ConsolidationRun.objects.get()
+    assert (run.trigger, run.requested_by, run.user) == ("admin", operator, session.user)
+
+    page = client.get(f"/admin/memory/consolidationrun/{run.pk}/change/").content.decode()
+    assert "superseded_by" in page and "Offsite city" in page
+    assert "/admin/memory/consolidationrun/" in client.get("/admin/memory/").content.decode()
+
+    client.post(
+        "/admin/memory/consolidationrun/",
+        {"action": "undo_runs", "_selected_action": [run.pk]},
+        follow=True,
+    )
+    assert block(session) == text_before
+    again = client.post(
+        "/admin/memory/consolidationrun/",
+        {"action": "undo_runs", "_selected_action": [run.pk]},
+        follow=True,
+    )
+    assert "cannot be undone" in again.content.decode()
+
+
+def test_the_command_consolidates_and_undoes(fake_openai, alice, agent, session, scope_topics):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    fake_openai.reply_json(
+        {"operations": [merge(scope_topics["ledger"], scope_topics["ledger_again"])]}
+    )
+    out = StringIO()
+    call_command("consolidate_memory", username="alice", agent=agent.pk, stdout=out)
+    run = ConsolidationRun.objects.get()
+    assert f"run {run.pk}: applied (1 applied, 0 refused)" in out.getvalue()
+    call_command("consolidate_memory", username="alice", agent=agent.pk, undo=run.pk, stdout=out)
+    assert ConsolidationRun.objects.get().status == "undone"
+    assert fresh(scope_topics["ledger"]).keep_in_memory
