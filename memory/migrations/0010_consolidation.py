@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0008_fact_provenance'),
+        ('memory', '0009_stopped_replies'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
