@@ -148,6 +148,7 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     # What the model read: one JSON record per line, after the prompt.
     (request,) = fake_openai.requests
     assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
+    assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
     records = sent_records(fake_openai)
     assert [r["id"] for r in records] == [t.pk for t in scope_topics.values()]
     assert set(records[0]) == {"id", "day", "title", "summary"}

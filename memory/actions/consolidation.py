@@ -88,6 +88,44 @@ Never merge away or supersede an entry with "user_curated": true; it may only be
 newest entry of a merge or the "new" of a supersede. Leave deprecated entries, small \
 talk and unrelated entries alone. When nothing needs to change, return {"operations": []}."""
 
+# The answer's shape, for endpoints that constrain output to a schema (strict: every
+# property required, so a merge's optional "into" is left to the prompt-only path).
+CONSOLIDATION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "operations": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["merge"]},
+                            "ids": {"type": "array", "items": {"type": "integer"}},
+                            "title": {"type": "string"},
+                            "summary": {"type": "string"},
+                        },
+                        "required": ["op", "ids", "title", "summary"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["supersede"]},
+                            "old": {"type": "integer"},
+                            "new": {"type": "integer"},
+                        },
+                        "required": ["op", "old", "new"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+        }
+    },
+    "required": ["operations"],
+    "additionalProperties": False,
+}
+
 # What the model is shown: each summary clipped, and the newest entries that fit.
 SUMMARY_CHARS = 400
 INPUT_TOKEN_BUDGET = 5000
@@ -239,7 +277,9 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     model = get_chat_model("summary")
     prepared.model_name = model.name
     try:
-        prepared.answer = model.complete_json(messages=messages)
+        prepared.answer = model.complete_json(
+            messages=messages, schema=CONSOLIDATION_SCHEMA, schema_name="memory_consolidation"
+        )
     except LLMError as err:
         prepared.error = str(err)
     return prepared
