@@ -255,6 +255,10 @@ SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimu
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# Consolidation runs by itself after an evaluation once this many topics of the scope were
+# promoted since its last run, or once one was and the memory block drops entries for its
+# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
 # How many of the newest earlier topics that block shows with their summaries; the older
