@@ -5,9 +5,15 @@ fails next; the context stack is assembled once, before the model sees anything;
 model's answer streams to the session's clients as ``reply.delta`` events; when it calls
 tools, its tool-call message is stored, the built-ins (then MCP tools) run and store their
 results, and the model is asked again with those appended, for at most
-``MAX_TOOL_ROUNDS`` rounds; the final reply is stored with the provider's token usage. A
-model failure ends the turn with a stored error record and a ``turn.error`` event; the
-client may then retry, which runs the turn again without storing the message twice.
+``MAX_TOOL_ROUNDS`` rounds; the final reply is stored with the provider's token usage.
+
+A turn ends with an answer, whatever a small model does: the request after the last
+round offers no tools, so the model answers from what it has; a call it makes again
+with the same arguments is answered from its earlier result and the next request offers
+no tools either; a tool it invented is an error result it reads; an endpoint's server
+error on a request with tools is asked once more without them. A model failure ends the
+turn with a stored error record and a ``turn.error`` event; the client may then retry,
+which runs the turn again without storing the message twice.
 
 The user's memory commands (``/remember KEY = VALUE``, ``/forget KEY``, ``/note TEXT``)
 never reach the model: the turn carries them out as the user and stores them as a tool
@@ -36,7 +42,7 @@ from django.db import connection
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
 from memory.actions.scheduling import note_message_stored
-from memory.actions.tools import dispatch_tool_calls
+from memory.actions.tools import CallResults, dispatch_tool_calls
 from memory.events import (
     flush_outbox,
     messages_deleted,
@@ -243,10 +249,13 @@ def _converse(
     # The agent's own model and temperature, when it has them; the settings' otherwise.
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
+    tools, calls = stack.tools, CallResults()
     for round_number in range(MAX_TOOL_ROUNDS + 1):
         if round_number and not session.still_reachable():
             raise AccessEnded()
-        completion = _stream(model, messages, stack.tools, session, result.turn_id, stop)
+        if round_number == MAX_TOOL_ROUNDS:
+            tools = []  # the last request: the model answers from what it has
+        completion, tools = _ask(model, messages, tools, session, result.turn_id, stop)
         result.add_usage(completion.usage)
         if stop.requested():  # what had streamed is the reply (any tool call is dropped)
             result.stopped = True
@@ -258,12 +267,12 @@ def _converse(
                 **_usage(completion),
             )
             return
-        if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:
-            content = completion.content
-            if completion.tool_calls:
-                content = _with_rounds_notice(content)
+        if not completion.tool_calls or not tools:
             result.reply = _store(
-                session, role=Message.Role.ASSISTANT, content=content, **_usage(completion)
+                session,
+                role=Message.Role.ASSISTANT,
+                content=_reply_text(completion, after_tools=round_number > 0),
+                **_usage(completion),
             )
             return
         call_message = _store(
@@ -274,11 +283,34 @@ def _converse(
             **_usage(completion),
         )
         tool_messages = dispatch_tool_calls(
-            session=session, tool_calls=completion.tool_calls, other=mcp
+            session=session, tool_calls=completion.tool_calls, other=mcp, results=calls
         )
         _note_stored(session, tool_messages)
         result.activity += [call_message, *tool_messages]
         messages += render_window([_row(message) for message in (call_message, *tool_messages)])
+        if calls.repeated:
+            tools = []  # a model calling the same tool again is looping: it answers now
+
+
+def _ask(
+    model: ChatModel,
+    messages: list[dict],
+    tools: list[dict],
+    session: Session,
+    turn_id: str,
+    stop: stops.StopSignal,
+) -> tuple[Completion, list[dict]]:
+    """One model answer, and the tools it was offered. An endpoint's server error on a
+    request with tools (a small model invents a tool, the server fails to parse its call:
+    HTTP 500) is asked once more without them, so the turn still gets an answer."""
+    try:
+        return _stream(model, messages, tools, session, turn_id, stop), tools
+    except LLMError as err:
+        # Only a 500: an overloaded endpoint (503) or a refused request (4xx) fails again.
+        if not tools or err.status != 500:
+            raise
+        logger.info("turn %s: %s; asking again without tools", turn_id, err)
+        return _stream(model, messages, [], session, turn_id, stop), []
 
 
 def _answer_command(*, session: Session, command: MemoryCommand, result: TurnResult) -> None:
@@ -350,6 +382,11 @@ def _stream(
                 streamed.append(item)
             if stop.requested():
                 return Completion(content="".join(streamed), tool_calls=(), usage=None, model="")
+    except LLMError as err:
+        if streamed and err.status is not None:
+            # Once the answer began, a failure is final: asking again would show it twice.
+            raise LLMError(str(err)) from err
+        raise
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
         close = getattr(answer, "close", None)
@@ -368,12 +405,18 @@ def _give_back_connection() -> None:
         connection.close()
 
 
-def _with_rounds_notice(content: str) -> str:
-    notice = (
-        f"[Stopped: the model asked for tools more than {MAX_TOOL_ROUNDS} times in one turn. "
-        "The tool results so far are kept; send another message to continue.]"
-    )
-    return f"{content}\n\n{notice}" if content.strip() else notice
+NO_ANSWER_NOTICE = (
+    "[The model gave no answer after its tool calls. The tool results are kept; send "
+    "another message to continue.]"
+)
+
+
+def _reply_text(completion: Completion, *, after_tools: bool) -> str:
+    """The reply to store: the model's words, or after tool calls that it followed with
+    none (or with more calls, when it had no tools left), a notice saying so."""
+    if completion.content.strip() or not (after_tools or completion.tool_calls):
+        return completion.content
+    return NO_ANSWER_NOTICE
 
 
 def _fail(

@@ -54,7 +54,9 @@ class OfflineModel:
         yield from re.findall(r"\S+\s*", content)
         yield Completion(content=content, tool_calls=tool_calls, usage=None, model=self.name)
 
-    def complete_json(self, *, messages: list[dict]) -> dict:
+    def complete_json(
+        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+    ) -> dict:
         """A summary call gets the conversation's gist (memory/lib/gist.py: a title and a
         summary from the user's own salient sentences, never promoted); any other call
         fails, so its caller takes its deterministic fallback."""
