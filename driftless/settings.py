@@ -68,6 +68,9 @@ CONTENT_SECURITY_POLICY = {
 # Login throttling (chat/login_throttle.py) and API throttling (DRF, below).
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# The proxies in front (their addresses as the server sees them): X-Forwarded-For is read
+# only from these, its rightmost other entry being the client. Empty: the header is ignored.
+FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
 
 INSTALLED_APPS = [
     "daphne",
@@ -297,6 +300,10 @@ REST_FRAMEWORK = {
         "anon": env_str("API_THROTTLE_ANON", "60/minute"),
         "user": env_str("API_THROTTLE_USER", "600/minute"),
     },
+    # The anonymous rate counts by address: X-Forwarded-For (its last entry, the one the
+    # proxy appended) only behind a configured proxy, else the peer (DRF would otherwise
+    # take the whole header, which the client writes).
+    "NUM_PROXIES": 1 if FORWARDED_ALLOW_IPS else 0,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Driftless agents API",

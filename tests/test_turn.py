@@ -227,6 +227,7 @@ def test_a_model_failure_keeps_the_user_message_records_the_error_and_tells_the_
         "turn_id": result.turn_id,
         "reply_message_id": None,
         "ok": False,
+        "stopped": False,
     }
 
 
