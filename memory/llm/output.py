@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 
-from memory.lib.text import one_line
 from memory.lib.errors import InvalidInput
+from memory.lib.text import one_line
 from memory.lib.validation import check_json_depth, storable_json
 from memory.llm.types import LLMError
 
