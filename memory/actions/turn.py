@@ -135,7 +135,10 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
         with leases.session_lock(session.pk):
-            result = _run_turn(session=session, user_message=user_message())
+            with leases.turn_slots(
+                user_id=session.user_id, organization_id=session.organization_id
+            ):
+                result = _run_turn(session=session, user_message=user_message())
         _announce_done(session, result)
         _give_back_connection()  # before the end is published
     return result
