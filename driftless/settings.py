@@ -247,6 +247,10 @@ STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 # A message that arrives while the session's previous turn is finishing waits this long
 # for it before it is refused as busy (nothing is stored then, and the page keeps it).
 TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
+# Fair sharing: turns one user, and one organization, may run at once (over every server
+# process); one more is refused with ``busy`` (memory/stores/leases.py).
+TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
+TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 24, minimum=1)
 
 # Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
