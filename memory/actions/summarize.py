@@ -19,6 +19,8 @@ out (a full transcript keeps its first user message, which usually names the sub
 
 The answer is trusted only as far as the specification allows:
 
+* the summary is held to ``MAX_SUMMARY_CHARS`` like the user's edit (clipped, marked),
+  the title to ``TITLE_LIMIT``;
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
 * a topic with fewer than ``MIN_MEMORY_TURNS`` conversation messages (the user's and the
@@ -55,6 +57,7 @@ from django.utils import timezone
 
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.limits import MAX_SUMMARY_CHARS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line
 from memory.lib.tokens import estimate_tokens
 from memory.llm import LLMError, get_chat_model
@@ -78,6 +81,7 @@ SUMMARY_PROMPT = """Summarize this conversation. Return a JSON object with:
   sessions; false if it's casual or ephemeral)"""
 
 TITLE_LIMIT = 120  # characters; the column holds 200
+CLIP_MARKER_ROOM = 40  # what ``clip`` adds to say how much was cut
 FALLBACK_TITLE_LIMIT = 60
 FALLBACK_SUMMARY_LIMIT = 300
 
@@ -350,7 +354,9 @@ def parse_summary_answer(answer: object) -> tuple[str, str, bool]:
         raise LLMError("summary answer has no summary")
     # Only a strict boolean true promotes: "true", 1 and a missing key are all false.
     include = answer.get("include_in_memory") is True
-    return one_line(title, TITLE_LIMIT, at_word=True), summary.strip(), include
+    # The model is held to the limit a person editing the summary is held to.
+    summary = clip(summary.strip(), MAX_SUMMARY_CHARS - CLIP_MARKER_ROOM)
+    return one_line(title, TITLE_LIMIT, at_word=True), summary, include
 
 
 def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicSummary:
