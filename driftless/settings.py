@@ -68,6 +68,9 @@ CONTENT_SECURITY_POLICY = {
 # Login throttling (chat/login_throttle.py) and API throttling (DRF, below).
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# The proxies in front (their addresses as the server sees them): X-Forwarded-For is read
+# only from these, its rightmost other entry being the client. Empty: the header is ignored.
+FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
 
 INSTALLED_APPS = [
     "daphne",
@@ -226,7 +229,12 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
-LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=1.0)
+# Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
+# model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
+# two chunks once the answer started (a stall). No total: a long answer may take its time.
+LLM_CONNECT_TIMEOUT_SECONDS = env_float("LLM_CONNECT_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 300.0, minimum=1.0)
+LLM_IDLE_TIMEOUT_SECONDS = env_float("LLM_IDLE_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 # Reply deltas are coalesced on the server: the first goes out at once, the rest at most
 # one event per this many seconds (the page reveals each batch smoothly). 0 sends one
@@ -288,6 +296,10 @@ REST_FRAMEWORK = {
         "anon": env_str("API_THROTTLE_ANON", "60/minute"),
         "user": env_str("API_THROTTLE_USER", "600/minute"),
     },
+    # The anonymous rate counts by address: X-Forwarded-For (its last entry, the one the
+    # proxy appended) only behind a configured proxy, else the peer (DRF would otherwise
+    # take the whole header, which the client writes).
+    "NUM_PROXIES": 1 if FORWARDED_ALLOW_IPS else 0,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Driftless agents API",

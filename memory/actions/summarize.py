@@ -80,6 +80,19 @@ SUMMARY_PROMPT = """Summarize this conversation. Return a JSON object with:
   decisions, preferences, or context the agent should remember across
   sessions; false if it's casual or ephemeral)"""
 
+# The answer's shape, for endpoints that constrain output to a schema (the prompt above
+# asks for the same; parse_summary_answer checks it either way).
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "summary": {"type": "string"},
+        "include_in_memory": {"type": "boolean"},
+    },
+    "required": ["title", "summary", "include_in_memory"],
+    "additionalProperties": False,
+}
+
 TITLE_LIMIT = 120  # characters; the column holds 200
 CLIP_MARKER_ROOM = 40  # what ``clip`` adds to say how much was cut
 FALLBACK_TITLE_LIMIT = 60
@@ -308,7 +321,9 @@ def generate_summary(
     )
     turns = sum(1 for message in messages if message.is_conversation)
     try:
-        answer = get_chat_model("summary").complete_json(messages=call.messages)
+        answer = get_chat_model("summary").complete_json(
+            messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
+        )
         title, summary, include = parse_summary_answer(answer)
     except LLMError as err:
         if topic is not None and _has_real_summary(topic):

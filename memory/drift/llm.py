@@ -30,6 +30,14 @@ Return a JSON object with:
 - 'drifted' (boolean: true only if a new subject begins in that range)
 - 'start' (the number of the turn where the new subject begins; null if 'drifted' is false)"""
 
+# The answer's shape, for endpoints that constrain output to a schema.
+DRIFT_SCHEMA = {
+    "type": "object",
+    "properties": {"drifted": {"type": "boolean"}, "start": {"type": ["integer", "null"]}},
+    "required": ["drifted", "start"],
+    "additionalProperties": False,
+}
+
 LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
 LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
 
@@ -89,7 +97,9 @@ class LLMDriftDetector:
             {"role": "user", "content": conversation},
         ]
         try:
-            answer = self.model.complete_json(messages=messages)
+            answer = self.model.complete_json(
+                messages=messages, schema=DRIFT_SCHEMA, schema_name="drift_verdict"
+            )
         except LLMError as err:
             logger.info("drift model call failed: %s", err)
             return None

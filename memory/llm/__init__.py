@@ -18,7 +18,8 @@ from typing import Literal
 from django.conf import settings
 
 from memory.llm.offline import DEFAULT_MODEL, OfflineModel
-from memory.llm.openai_model import OpenAIChatModel, clear_client_cache, client, parse_json_object
+from memory.llm.openai_model import OpenAIChatModel, Timeouts, clear_client_cache, client
+from memory.llm.output import parse_json_object, strip_reasoning
 from memory.llm.types import ChatModel, Completion, LLMError, ToolCall, Usage
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "clear_client_cache",
     "get_chat_model",
     "parse_json_object",
+    "strip_reasoning",
 ]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -55,11 +57,15 @@ def get_chat_model(
     name = chat_model
     if purpose == "summary":
         name = settings.DRIFTLESS_SUMMARY_MODEL or chat_model
-    timeout = settings.LLM_TIMEOUT_SECONDS
+    timeouts = Timeouts(
+        connect=settings.LLM_CONNECT_TIMEOUT_SECONDS,
+        first_token=settings.LLM_TIMEOUT_SECONDS,
+        idle=settings.LLM_IDLE_TIMEOUT_SECONDS,
+    )
     endpoint = client(
         base_url=base_url or DEFAULT_BASE_URL,
         api_key=api_key or PLACEHOLDER_API_KEY,
-        timeout=timeout,
+        timeouts=timeouts,
         max_retries=settings.LLM_MAX_RETRIES,
     )
-    return OpenAIChatModel(name=name, client=endpoint, timeout=timeout)
+    return OpenAIChatModel(name=name, client=endpoint, timeouts=timeouts)

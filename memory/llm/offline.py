@@ -53,7 +53,9 @@ class OfflineModel:
         yield from re.findall(r"\S+\s*", content)
         yield Completion(content=content, tool_calls=tool_calls, usage=None, model=self.name)
 
-    def complete_json(self, *, messages: list[dict]) -> dict:
+    def complete_json(
+        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+    ) -> dict:
         """Always fail, so callers take their deterministic fallbacks."""
         raise LLMError("offline model: no model configured")
 
