@@ -3,13 +3,23 @@
 After ``LOGIN_FAILURE_LIMIT`` failed attempts for one username from one address, every
 attempt for it from there (the right password included) is refused until
 ``LOGIN_LOCKOUT_SECONDS`` have passed since the first failure; a success clears the count.
-A second, wider count per address (ten times the limit) slows guessing across usernames.
-The count lives in the shared cache (Redis in the full setup), so several servers share it.
+A second, wider count per address (ten times the limit) slows guessing across usernames,
+and a third per account, from any address (four times the limit), stops guessing one
+password from many addresses. The count lives in the shared cache (Redis in the full
+setup), so several servers share it.
+
+The username is counted as login reads it: NFKC-folded (as Django's ``normalize_username``
+does) and case-folded, so ``ａｌｉｃｅ``, ``𝐚𝐥𝐢𝐜𝐞`` and ``ALICE`` share alice's count. The
+address is the connection's peer; ``X-Forwarded-For`` is read only when the peer is one of
+``FORWARDED_ALLOW_IPS`` (the proxy in front), and then the rightmost entry that is not one
+of those proxies is the client: a client can prepend entries, never replace the one the
+proxy appended.
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -20,11 +30,37 @@ from django.core.exceptions import ValidationError
 THROTTLED_MESSAGE = "Too many failed attempts. Wait a few minutes, then try again."
 
 
+def client_address(request) -> str:
+    """The client's address: the peer, or the rightmost untrusted X-Forwarded-For hop."""
+    if request is None:
+        return "?"
+    peer = request.META.get("REMOTE_ADDR") or "?"
+    trusted = set(settings.FORWARDED_ALLOW_IPS)
+    if peer not in trusted and "*" not in trusted:
+        return peer
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    for hop in reversed([hop for hop in hops if hop]):
+        if hop not in trusted:
+            return hop
+    return peer
+
+
+def folded_username(username: str) -> str:
+    """The username as login finds it (NFKC), case-folded, then NFKC again."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", username).casefold())
+
+
 def _keys(request, username: str) -> list[tuple[str, int]]:
-    address = (request.META.get("REMOTE_ADDR") or "?") if request is not None else "?"
-    who = hashlib.sha256(f"{username.casefold()}|{address}".encode()).hexdigest()[:32]
+    address = client_address(request)
+    account = folded_username(username)
+    who = hashlib.sha256(f"{account}|{address}".encode()).hexdigest()[:32]
+    whose = hashlib.sha256(account.encode()).hexdigest()[:32]
     limit = settings.LOGIN_FAILURE_LIMIT
-    return [(f"login-failures:{who}", limit), (f"login-failures-from:{address}", limit * 10)]
+    return [
+        (f"login-failures:{who}", limit),
+        (f"login-failures-from:{address}", limit * 10),
+        (f"login-failures-of:{whose}", limit * 4),
+    ]
 
 
 class ThrottledLoginMixin:

@@ -119,8 +119,22 @@ def with_frame_limits(argv: list[str]) -> list[str]:
     return argv
 
 
+PROXY_HEADERS_REFUSED = (
+    "--proxy-headers is refused: daphne takes the leftmost X-Forwarded-For entry, which the "
+    "client writes, as the client's address (the login throttle counts by it). Set "
+    "FORWARDED_ALLOW_IPS to the proxy's address instead (README, Production)."
+)
+
+
+def without_proxy_headers(argv: list[str]) -> list[str]:
+    """Refuse daphne's --proxy-headers (SystemExit with the reason)."""
+    if any(arg == "--proxy-headers" or arg.startswith("--proxy-headers-") for arg in argv):
+        raise SystemExit(PROXY_HEADERS_REFUSED)
+    return argv
+
+
 def main() -> None:
-    GracefulCommandLine().run(with_frame_limits(sys.argv[1:]))
+    GracefulCommandLine().run(with_frame_limits(without_proxy_headers(sys.argv[1:])))
 
 
 if __name__ == "__main__":

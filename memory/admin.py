@@ -28,6 +28,8 @@ from django.utils.html import format_html, format_html_join
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
+from memory.admin_scope import OrganizationScoped, SuperuserChanges, confine_auth_admin
+from memory.consolidation_admin import consolidate_scopes
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.lib.errors import Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
@@ -86,7 +88,8 @@ class MemoryStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(SuperuserChanges, OrganizationScoped, admin.ModelAdmin):
+    organization_path = "pk"
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -126,7 +129,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(SuperuserChanges, OrganizationScoped, admin.ModelAdmin):
     form = AgentForm
     list_display = ["name", "organization", "model_name", "memory_token_budget", "created_at"]
     list_filter = ["organization"]
@@ -165,7 +168,7 @@ def export_scope_memory(modeladmin, request, queryset):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "__str__",
         "user",
@@ -187,7 +190,7 @@ class SessionAdmin(admin.ModelAdmin):
     ]
     inlines = [TopicInline]
 
-    actions = [export_scope_memory, "delete_selected"]
+    actions = [export_scope_memory, consolidate_scopes, "delete_selected"]
 
     def delete_model(self, request, obj):
         do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
@@ -263,7 +266,8 @@ class MemoryDecisionInline(admin.TabularInline):
 
 
 @admin.register(Topic)
-class TopicAdmin(admin.ModelAdmin):
+class TopicAdmin(OrganizationScoped, admin.ModelAdmin):
+    organization_path = "session__organization"
     list_display = [
         "__str__",
         "session",
@@ -361,7 +365,8 @@ def active_topic_refusal(topics) -> str:
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(OrganizationScoped, admin.ModelAdmin):
+    organization_path = "session__organization"
     list_display = [
         "seq",
         "role",
@@ -395,7 +400,8 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Notes)
-class NotesAdmin(admin.ModelAdmin):
+class NotesAdmin(OrganizationScoped, admin.ModelAdmin):
+    organization_path = "topic__session__organization"
     list_display = ["__str__", "archived", "updated_at"]
     list_filter = ["archived", "topic__session__agent", "topic__session__user"]
     search_fields = ["content", "topic__title"]
@@ -430,7 +436,7 @@ class FactChangeInline(admin.TabularInline):
 
 
 @admin.register(ImportantInfo)
-class ImportantInfoAdmin(admin.ModelAdmin):
+class ImportantInfoAdmin(OrganizationScoped, admin.ModelAdmin):
     list_display = ["user", "agent", "organization", "updated_at"]
     list_filter = ["agent", "organization", "user"]
     search_fields = ["user__username", "agent__name"]
@@ -466,7 +472,8 @@ class ImportantInfoAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryDecision)
-class MemoryDecisionAdmin(admin.ModelAdmin):
+class MemoryDecisionAdmin(OrganizationScoped, admin.ModelAdmin):
+    organization_path = "topic__session__organization"
     list_display = [
         "created_at",
         "action",
@@ -493,7 +500,7 @@ class MemoryDecisionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Deletion)
-class DeletionAdmin(admin.ModelAdmin):
+class DeletionAdmin(OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "kind",
@@ -517,3 +524,7 @@ class DeletionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# Staff who are not superusers are confined to their organizations (memory/admin_scope.py).
+confine_auth_admin(admin.site)

@@ -152,3 +152,88 @@ def test_addresses_are_taken_out_of_user_facing_text():
     assert without_addresses(text) == (
         "connection to model endpoint at [address] failed ([address])"
     )
+
+
+# --- the throttle cannot be sidestepped (issue 20) -------------------------------------
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=5)
+@pytest.mark.parametrize("spelling", ["ａｌｉｃｅ", "𝐚𝐥𝐢𝐜𝐞", "ALICE", "Alice"])
+def test_the_throttle_holds_for_every_spelling_of_the_username(client, alice, spelling):
+    for _ in range(5):
+        client.post("/login/", {"username": "alice", "password": "wrong"})
+    response = client.post("/login/", {"username": spelling, "password": "pw-alice"})
+    assert "Too many failed attempts" in response.content.decode()
+    response = client.post("/login/", {"username": "alice", "password": "pw-alice"})
+    assert "Too many failed attempts" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=5)
+def test_full_width_spellings_share_one_count(client, alice):
+    for spelling in ["alice", "ａｌｉｃｅ", "𝐚𝐥𝐢𝐜𝐞", "ＡＬＩＣＥ", "alice"]:
+        client.post("/login/", {"username": spelling, "password": "wrong"})
+    response = client.post("/login/", {"username": "alice", "password": "pw-alice"})
+    assert "Too many failed attempts" in response.content.decode()
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=5, FORWARDED_ALLOW_IPS=[])
+def test_a_rotating_x_forwarded_for_is_ignored_without_a_configured_proxy(client, alice):
+    for n in range(5):
+        client.post(
+            "/login/",
+            {"username": "alice", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{n}",
+        )
+    response = client.post(
+        "/login/", {"username": "alice", "password": "pw-alice"}, HTTP_X_FORWARDED_FOR="192.0.2.9"
+    )
+    assert "Too many failed attempts" in response.content.decode()
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=5, FORWARDED_ALLOW_IPS=["127.0.0.1"])
+def test_behind_the_proxy_the_client_is_the_hop_the_proxy_appended(client, alice):
+    """The client prepends whatever it likes; the proxy (127.0.0.1) appends the real peer."""
+    for n in range(5):
+        client.post(
+            "/login/",
+            {"username": "alice", "password": "wrong"},
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{n}, 203.0.113.7",
+            REMOTE_ADDR="127.0.0.1",
+        )
+    response = client.post(
+        "/login/",
+        {"username": "alice", "password": "pw-alice"},
+        HTTP_X_FORWARDED_FOR="192.0.2.9, 203.0.113.7",
+        REMOTE_ADDR="127.0.0.1",
+    )
+    assert "Too many failed attempts" in response.content.decode()
+    # Another client behind the same proxy is not locked out.
+    other = client.post(
+        "/login/",
+        {"username": "alice", "password": "pw-alice"},
+        HTTP_X_FORWARDED_FOR="203.0.113.8",
+        REMOTE_ADDR="127.0.0.1",
+    )
+    assert other.status_code == 302
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=2)
+def test_an_account_backs_off_whatever_the_address(client, alice):
+    for n in range(8):  # four times the limit, each from a new address
+        client.post(
+            "/login/", {"username": "alice", "password": "wrong"}, REMOTE_ADDR=f"198.51.100.{n}"
+        )
+    response = client.post(
+        "/login/", {"username": "alice", "password": "pw-alice"}, REMOTE_ADDR="192.0.2.1"
+    )
+    assert "Too many failed attempts" in response.content.decode()
+
+
+def test_the_server_refuses_daphnes_proxy_headers_which_trust_the_leftmost_hop():
+    from driftless.serve import without_proxy_headers
+
+    argv = ["-b", "127.0.0.1", "-p", "8000", "driftless.asgi:application"]
+    assert without_proxy_headers(argv) == argv
+    with pytest.raises(SystemExit, match="FORWARDED_ALLOW_IPS"):
+        without_proxy_headers(["--proxy-headers", *argv])

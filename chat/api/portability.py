@@ -18,11 +18,14 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import ParseError, ValidationError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils import json
 
-from memory.actions.portability import export_memory, import_memory
+from memory.actions.portability import IMPORT_JSON_DEPTH, export_memory, import_memory
+from memory.lib.errors import InvalidInput
+from memory.lib.validation import check_json_depth
 from memory.models import Agent
 
 _AGENT = OpenApiParameter("agent", int, required=True, description="One of your agents.")
@@ -67,15 +70,32 @@ def export_view(request: Request) -> Response:
     return response
 
 
-class LimitedJSONParser(JSONParser):
-    """A JSON body of at most MEMORY_IMPORT_MAX_BYTES."""
+class LimitedJSONParser(BaseParser):
+    """A JSON body of at most MEMORY_IMPORT_MAX_BYTES, nested at most IMPORT_JSON_DEPTH.
+
+    Not a JSONParser: DRF reads those through ``request.body``, which Django caps at
+    DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB) with an HTML page; this one reads the stream
+    itself, up to the documented limit, and refuses past it in JSON."""
+
+    media_type = "application/json"
 
     def parse(self, stream, media_type=None, parser_context=None):
         request = parser_context["request"]
         limit = settings.MEMORY_IMPORT_MAX_BYTES
+        too_large = ParseError(f"the document is larger than {limit} bytes")
         if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
-            raise ParseError(f"the document is larger than {limit} bytes")
-        return super().parse(stream, media_type, parser_context)
+            raise too_large
+        body = stream.read(limit + 1) if stream is not None else b""
+        if len(body) > limit:
+            raise too_large
+        try:
+            text = body.decode((parser_context or {}).get("encoding") or "utf-8")
+            check_json_depth(text, field="document", limit=IMPORT_JSON_DEPTH)
+            return json.loads(text, parse_constant=json.strict_constant)
+        except InvalidInput as err:
+            raise ParseError(f"JSON parse error - {err.message}") from err
+        except (LookupError, ValueError, RecursionError) as err:
+            raise ParseError(f"JSON parse error - {err}") from err
 
 
 @extend_schema(

@@ -12,15 +12,21 @@ applied in one transaction, so a malformed or oversized document changes nothing
 
 from __future__ import annotations
 
+import json
 import uuid
+import zlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import models, transaction
+from django.db import IntegrityError, connection, models, transaction
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory.lib.errors import InvalidInput
+from memory.actions.tools import MAX_TOOL_RESULT_CHARS
+from memory.lib.errors import Conflict, InvalidInput
+from memory.lib.limits import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.validation import check_json_value
 from memory.models import FactActor, ImportantInfo, Message, Session, Topic
 from memory.stores.facts import (
     FactError,
@@ -33,11 +39,30 @@ from memory.stores.persistent import invalidate_persistent_memory
 
 FORMAT = "driftless.memory"
 VERSION = 1
-MAX_SESSIONS = 10_000
-MAX_TOPICS_PER_SESSION = 10_000
-MAX_MESSAGES_PER_TOPIC = 100_000
-MAX_TEXT_CHARS = 200_000
+# What one import may create (docs/memory-export.md): a larger history is imported as
+# several documents, each a part of the sessions list (merging by uid makes that safe).
+MAX_SESSIONS = 500
+MAX_TOPICS = 5_000
+MAX_MESSAGES = 50_000
 MAX_FACTS = 1_000
+# Text as every other interface takes it (memory/lib/limits.py); an assistant's reply is
+# held to a user's message doubled, a tool result to what a tool may return.
+MAX_CONTENT_CHARS = {
+    "user": MAX_MESSAGE_CHARS,
+    "assistant": 2 * MAX_MESSAGE_CHARS,
+    "tool": MAX_TOOL_RESULT_CHARS,
+}
+MAX_OTHER_CONTENT_CHARS = 2_000  # system and error notes
+MAX_TOOL_CALLS = 16  # calls in one assistant message
+MAX_TOOL_CALLS_CHARS = 20_000  # the message's calls as compact JSON
+# How deep the document may nest: a fact value or a tool call as deep as the API takes
+# it, under the document's own levels.
+IMPORT_JSON_DEPTH = MAX_JSON_DEPTH + 8
+# A sequence number leaves room for the session to go on (a PostgreSQL integer).
+MAX_SEQ = 10_000_000
+# Dates from the Unix epoch to a day past the server's clock, stored in UTC.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+FUTURE_SLACK = timedelta(days=1)
 
 _TOPIC_FLAGS = (
     "keep_in_memory",
@@ -54,6 +79,12 @@ class ImportRefused(InvalidInput):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, field="document", code="invalid_document")
+
+
+class ImportBusy(Conflict):
+    """Another import into the same scope is running (a 409: nothing was changed)."""
+
+    code = "import_in_progress"
 
 
 @dataclass(frozen=True)
@@ -164,20 +195,34 @@ def check_memory_document(document: object) -> dict[str, Any]:
             raise ImportRefused(f"facts[{key!r}]: {err}") from err
     sessions = _list(doc.get("sessions", []), "sessions", MAX_SESSIONS)
     seen: set[str] = set()
+    budget = {"topics": MAX_TOPICS, "messages": MAX_MESSAGES}
     checked_sessions = [
-        _check_session(item, f"sessions[{i}]", seen) for i, item in enumerate(sessions)
+        _check_session(item, f"sessions[{i}]", seen, budget) for i, item in enumerate(sessions)
     ]
     return {"facts": checked_facts, "sessions": checked_sessions}
 
 
-def _check_session(item: object, where: str, seen: set[str]) -> dict[str, Any]:
+def _spend(budget: dict[str, int], what: str, count: int, where: str) -> None:
+    """Count ``count`` more topics or messages against what one import may create."""
+    budget[what] -= count
+    if budget[what] < 0:
+        limit = MAX_TOPICS if what == "topics" else MAX_MESSAGES
+        raise ImportRefused(
+            f"{where}: one import holds at most {limit} {what}; import the sessions in parts"
+        )
+
+
+def _check_session(item: object, where: str, seen: set[str], budget: dict) -> dict[str, Any]:
     session = _object(item, where)
-    topics = _list(session.get("topics"), f"{where}.topics", MAX_TOPICS_PER_SESSION)
+    topics = _list(session.get("topics"), f"{where}.topics", MAX_TOPICS)
+    _spend(budget, "topics", len(topics), f"{where}.topics")
     checked = {
         "uid": _uid(session.get("uid"), f"{where}.uid", seen),
-        "title": _text(session.get("title"), f"{where}.title", 200),
+        "title": _text(session.get("title"), f"{where}.title", MAX_TITLE_CHARS),
         "created_at": _when(session.get("created_at"), f"{where}.created_at", required=True),
-        "topics": [_check_topic(t, f"{where}.topics[{i}]", seen) for i, t in enumerate(topics)],
+        "topics": [
+            _check_topic(t, f"{where}.topics[{i}]", seen, budget) for i, t in enumerate(topics)
+        ],
     }
     if sum(topic["active"] for topic in checked["topics"]) > 1:
         raise ImportRefused(f"{where}.topics: at most one topic is active")
@@ -187,12 +232,12 @@ def _check_session(item: object, where: str, seen: set[str]) -> dict[str, Any]:
     return checked
 
 
-def _check_topic(item: object, where: str, seen: set[str]) -> dict[str, Any]:
+def _check_topic(item: object, where: str, seen: set[str], budget: dict) -> dict[str, Any]:
     topic = _object(item, where)
     checked: dict[str, Any] = {
         "uid": _uid(topic.get("uid"), f"{where}.uid", seen),
-        "title": _text(topic.get("title"), f"{where}.title", 200),
-        "summary": _text(topic.get("summary"), f"{where}.summary", MAX_TEXT_CHARS),
+        "title": _text(topic.get("title"), f"{where}.title", MAX_TITLE_CHARS),
+        "summary": _text(topic.get("summary"), f"{where}.summary", MAX_SUMMARY_CHARS),
         "active": _bool(topic.get("active", False), f"{where}.active"),
         "origin": _choice(topic.get("origin", "user"), f"{where}.origin", Topic.Origin.values),
     }
@@ -203,7 +248,8 @@ def _check_topic(item: object, where: str, seen: set[str]) -> dict[str, Any]:
     messages = topic.get("messages")
     checked["messages"] = None
     if messages is not None:
-        items = _list(messages, f"{where}.messages", MAX_MESSAGES_PER_TOPIC)
+        items = _list(messages, f"{where}.messages", MAX_MESSAGES)
+        _spend(budget, "messages", len(items), f"{where}.messages")
         checked["messages"] = [
             _check_message(m, f"{where}.messages[{i}]") for i, m in enumerate(items)
         ]
@@ -213,21 +259,34 @@ def _check_topic(item: object, where: str, seen: set[str]) -> dict[str, Any]:
 def _check_message(item: object, where: str) -> dict[str, Any]:
     message = _object(item, where)
     seq = message.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= 2**31 - 1:
-        raise ImportRefused(f"{where}.seq: expected a positive whole number")
-    tool_calls = message.get("tool_calls", [])
-    if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
-        raise ImportRefused(f"{where}.tool_calls: expected a list of objects")
-    _clean_json(tool_calls, f"{where}.tool_calls")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
+        raise ImportRefused(f"{where}.seq: expected a whole number from 1 to {MAX_SEQ}")
+    role = _choice(message.get("role"), f"{where}.role", Message.Role.values)
+    tool_calls = _tool_calls(message.get("tool_calls", []), f"{where}.tool_calls")
+    limit = MAX_CONTENT_CHARS.get(role, MAX_OTHER_CONTENT_CHARS)
     return {
         "seq": seq,
-        "role": _choice(message.get("role"), f"{where}.role", Message.Role.values),
-        "content": _text(message.get("content"), f"{where}.content", MAX_TEXT_CHARS),
+        "role": role,
+        "content": _text(message.get("content"), f"{where}.content", limit),
         "tool_calls": tool_calls,
         "tool_call_id": _text(message.get("tool_call_id", ""), f"{where}.tool_call_id", 200),
         "tool_name": _text(message.get("tool_name", ""), f"{where}.tool_name", 200),
         "created_at": _when(message.get("created_at"), f"{where}.created_at", required=True),
     }
+
+
+def _tool_calls(value: object, where: str) -> list[dict]:
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise ImportRefused(f"{where}: expected a list of objects")
+    if len(value) > MAX_TOOL_CALLS:
+        raise ImportRefused(f"{where}: at most {MAX_TOOL_CALLS} calls in one message")
+    try:
+        check_json_value(value, field=where)
+    except InvalidInput as err:
+        raise ImportRefused(err.message) from err
+    if len(json.dumps(value, separators=(",", ":"))) > MAX_TOOL_CALLS_CHARS:
+        raise ImportRefused(f"{where}: at most {MAX_TOOL_CALLS_CHARS} characters as JSON")
+    return value
 
 
 def _object(value: object, where: str) -> dict:
@@ -295,10 +354,23 @@ def _uid(value: object, where: str, seen: set[str]) -> uuid.UUID:
 def _when(value: object, where: str, *, required: bool) -> datetime | None:
     if value is None and not required:
         return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # well-formed but not a date (month 13)
+        parsed = None
     if parsed is None or parsed.tzinfo is None:
         raise ImportRefused(f"{where}: expected an ISO 8601 date and time with its offset")
-    return parsed
+    latest = timezone.now() + FUTURE_SLACK
+    try:
+        in_utc = parsed.astimezone(UTC)  # 9999-12-31T23:59:59-14:00 is past year 9999
+    except OverflowError:
+        in_utc = None
+    if in_utc is None or not EARLIEST <= in_utc <= latest:
+        raise ImportRefused(
+            f"{where}: {value} is out of range; expected a date from "
+            f"{EARLIEST.date().isoformat()} to {latest.date().isoformat()}"
+        )
+    return in_utc
 
 
 # --- import ---------------------------------------------------------------------------------
@@ -314,16 +386,35 @@ def import_memory(*, user, agent, document: object) -> ImportReport:
         "topics_updated": 0,
         "messages_created": 0,
     }
-    with transaction.atomic():
-        if doc["facts"]:
-            try:  # the scope's key rules and limits hold for an import too (docs/limits.md)
-                merge_facts(user=user, agent=agent, facts=doc["facts"], actor=FactActor.IMPORT)
-            except FactError as err:
-                raise ImportRefused(f"facts: {err}") from err
-        for session_doc in doc["sessions"]:
-            _import_session(session_doc, scope=scope, counts=counts)
-        invalidate_persistent_memory(f"{agent.pk}:{user.pk}:{agent.organization_id}")
+    try:
+        with transaction.atomic():
+            _lock_scope(scope)
+            _apply(doc, user=user, agent=agent, scope=scope, counts=counts)
+    except IntegrityError as err:  # a concurrent import created the same session first
+        raise ImportBusy("another import of these sessions ran at the same time") from err
     return ImportReport(facts=len(doc["facts"]), **counts)
+
+
+def _lock_scope(scope: dict) -> None:
+    """One import per scope at a time: a second one is refused (409), never queued."""
+    if connection.vendor != "postgresql":
+        return
+    key = zlib.crc32("import:{agent_id}:{user_id}:{organization_id}".format(**scope).encode())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [0x1D7, key - 2**31])
+        if not cursor.fetchone()[0]:
+            raise ImportBusy("another import into this memory is running; try again after it")
+
+
+def _apply(doc: dict, *, user, agent, scope: dict, counts: dict) -> None:
+    if doc["facts"]:
+        try:  # the scope's key rules and limits hold for an import too (docs/limits.md)
+            merge_facts(user=user, agent=agent, facts=doc["facts"], actor=FactActor.IMPORT)
+        except FactError as err:
+            raise ImportRefused(f"facts: {err}") from err
+    for session_doc in doc["sessions"]:
+        _import_session(session_doc, scope=scope, counts=counts)
+    invalidate_persistent_memory(f"{agent.pk}:{user.pk}:{agent.organization_id}")
 
 
 def _import_session(doc: dict, *, scope: dict, counts: dict) -> None:

@@ -152,17 +152,17 @@ def check_json_value(value: Any, *, field: str) -> Any:
     return value
 
 
-def check_json_depth(text: str, *, field: str) -> str:
-    """Refuse JSON text nested deeper than MAX_JSON_DEPTH, before parsing it."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+def check_json_depth(text: str, *, field: str, limit: int = MAX_JSON_DEPTH) -> str:
+    """Refuse JSON text nested deeper than ``limit`` (MAX_JSON_DEPTH), before parsing it."""
+    if text.count("[") + text.count("{") <= limit:
         return text  # cannot be too deep: the usual small document costs nothing more
     depth = 0
     for token in _JSON_NESTING.finditer(text):
         bracket = token.group()
         if bracket in ("[", "{"):
             depth += 1
-            if depth > MAX_JSON_DEPTH:
-                raise _too_deep(field)
+            if depth > limit:
+                raise _too_deep(field, limit)
         elif bracket in ("]", "}"):
             depth -= 1
     return text
@@ -180,9 +180,9 @@ def loads_json(text: str, *, field: str) -> Any:
         ) from err
 
 
-def _too_deep(field: str) -> InvalidInput:
+def _too_deep(field: str, limit: int = MAX_JSON_DEPTH) -> InvalidInput:
     return InvalidInput(
-        f"{field} is nested deeper than {MAX_JSON_DEPTH} levels", field=field, code="json_too_deep"
+        f"{field} is nested deeper than {limit} levels", field=field, code="json_too_deep"
     )
 
 
