@@ -44,13 +44,15 @@ def main() -> int:
         page.get_by_label("Password").fill(args.password)
         page.get_by_role("button", name="Log in").click()
         page.wait_for_url(f"{args.url}/")
-        page.get_by_role("link", name="New conversation Drift").click()
+        page.locator("form[action$='/sessions/start/'] button[type=submit]").first.click()
         page.wait_for_selector("#conn[data-state=open]")
         times["page ready"] = time.monotonic() - began
         sent = time.monotonic()
         page.get_by_label("Message Drift").fill(args.message)
         page.get_by_role("button", name="Send message").click()
-        page.wait_for_selector(".msg-assistant .part.is-streaming, .msg-assistant .md")
+        page.wait_for_selector(
+            ".msg-assistant .part.is-streaming, .msg-assistant .md", timeout=REPLY_TIMEOUT_MS
+        )
         times["first text shown"] = time.monotonic() - sent
         page.wait_for_function(
             """() => document.querySelectorAll('.msg-assistant .part[data-message-id]').length >= 1
