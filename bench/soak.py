@@ -160,7 +160,7 @@ def kill_worker(supervisor: Group) -> bool:
 
 def responder(body: dict) -> tuple[str, None]:
     """The fake model: JSON summaries for JSON-mode calls, short words otherwise."""
-    if (body.get("response_format") or {}).get("type") == "json_object":
+    if body.get("response_format"):  # a summary (json_schema) or drift call
         text = " ".join(str(m.get("content") or "") for m in body["messages"])
         words = [w for w in text.split() if w.isalpha()][-4:] or ["chat"]
         summary = json.dumps(

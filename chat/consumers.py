@@ -25,15 +25,22 @@ from django.utils.module_loading import import_string
 
 from chat.accounts import live_user, user_group
 from chat.protocol import (
+    CancelTurn,
     ClientFrame,
     NewTopic,
+    RegenerateTurn,
     RetryTurn,
     SendMessage,
     parse_frame,
 )
 from memory.actions.scheduling import request_exit_evaluation
 from memory.actions.topics import do_new_topic
-from memory.actions.turn import do_retry_turn, do_send_message
+from memory.actions.turn import (
+    do_regenerate_turn,
+    do_retry_turn,
+    do_send_message,
+    do_stop_turn,
+)
 from memory.events import error_event, session_group
 from memory.lib.errors import Refused, log_error, public_failure
 from memory.models import Session
@@ -95,8 +102,12 @@ def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
             do_send_message(session=session, content=frame.content)
         elif isinstance(frame, RetryTurn):
             do_retry_turn(session=session)
+        elif isinstance(frame, RegenerateTurn):
+            do_regenerate_turn(session=session)
         elif isinstance(frame, NewTopic):
             do_new_topic(session=session)
+        elif isinstance(frame, CancelTurn):
+            do_stop_turn(session=session)
     finally:
         # Worker threads are pooled: their connection goes back to the process's database
         # pool (PostgreSQL), or stays open up to CONN_MAX_AGE; a broken one is closed.

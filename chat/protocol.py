@@ -32,6 +32,7 @@ ErrorCode = Literal[
     "turn_in_progress",
     "busy",
     "nothing_to_retry",
+    "nothing_to_regenerate",
     "internal_error",
     "events_unavailable",
     "server_restarting",
@@ -62,9 +63,20 @@ class RetryTurn:
     """``{"type": "turn.retry"}``: run the turn again for the latest user message."""
 
 
-ClientFrame = SendMessage | NewTopic | RetryTurn
+@dataclass(frozen=True)
+class RegenerateTurn:
+    """``{"type": "turn.regenerate"}``: replace the last reply with a new one."""
 
-FRAME_TYPES = ("message.send", "topic.new", "turn.retry")
+
+@dataclass(frozen=True)
+class CancelTurn:
+    """``{"type": "turn.cancel"}``: stop the reply being written (the user's Stop); what
+    had streamed is stored as the reply, marked stopped. Nothing running: nothing happens."""
+
+
+ClientFrame = SendMessage | NewTopic | RetryTurn | RegenerateTurn | CancelTurn
+
+FRAME_TYPES = ("message.send", "topic.new", "turn.retry", "turn.regenerate", "turn.cancel")
 
 
 def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
@@ -86,6 +98,10 @@ def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
         return NewTopic()
     if frame_type == "turn.retry":
         return RetryTurn()
+    if frame_type == "turn.regenerate":
+        return RegenerateTurn()
+    if frame_type == "turn.cancel":
+        return CancelTurn()
     raise FrameRefused(
         "unknown_type",
         f"unknown frame type {frame_type[:40]!r}; expected one of: {', '.join(FRAME_TYPES)}",

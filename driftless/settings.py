@@ -229,8 +229,17 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
-LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 60.0, minimum=1.0)
+# Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
+# model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
+# two chunks once the answer started (a stall). No total: a long answer may take its time.
+LLM_CONNECT_TIMEOUT_SECONDS = env_float("LLM_CONNECT_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 300.0, minimum=1.0)
+LLM_IDLE_TIMEOUT_SECONDS = env_float("LLM_IDLE_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# The model's context window (tokens): no request fills more than three quarters of it
+# (the rest is the answer's, and the token estimate's error). 8192 is what a CPU model
+# serves on a small machine; raise it for a hosted model.
+DRIFTLESS_MODEL_CONTEXT = env_int("DRIFTLESS_MODEL_CONTEXT", 8192, minimum=2048)
 # Reply deltas are coalesced on the server: the first goes out at once, the rest at most
 # one event per this many seconds (the page reveals each batch smoothly). 0 sends one
 # event per streamed token (each one a channel-layer round trip and a socket frame).
@@ -248,12 +257,16 @@ DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
-# The summary call's input cap (approximate tokens, prompt included): size it well below the
-# summary model's context. Past it, the oldest messages of the call are left out.
+# The summary call's input cap (approximate tokens, prompt included); DRIFTLESS_MODEL_CONTEXT
+# bounds it too. Past it, the oldest messages of the call are left out.
 SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimum=2000)
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# Consolidation runs by itself after an evaluation once this many topics of the scope were
+# promoted since its last run, or once one was and the memory block drops entries for its
+# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
 # How many of the newest earlier topics that block shows with their summaries; the older

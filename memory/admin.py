@@ -29,6 +29,7 @@ from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
 from memory.admin_scope import OrganizationScoped, SuperuserChanges, confine_auth_admin
+from memory.consolidation_admin import consolidate_scopes
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.lib.errors import Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
@@ -189,7 +190,7 @@ class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
     ]
     inlines = [TopicInline]
 
-    actions = [export_scope_memory, "delete_selected"]
+    actions = [export_scope_memory, consolidate_scopes, "delete_selected"]
 
     def delete_model(self, request, obj):
         do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)

@@ -85,6 +85,7 @@ class MessagePayload(TypedDict):
     prompt_tokens: int | None
     cached_tokens: int | None
     completion_tokens: int | None
+    stopped: bool  # a reply the user stopped (turn.cancel): what had streamed until then
     created_at: Timestamp
 
 
@@ -140,6 +141,7 @@ def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -
         "prompt_tokens": message.prompt_tokens,
         "cached_tokens": message.cached_tokens,
         "completion_tokens": message.completion_tokens,
+        "stopped": message.stopped,
         "created_at": timestamp(message.created_at),
     }
 
@@ -187,6 +189,15 @@ class MessageCreated(TypedDict):
     message: MessagePayload
 
 
+class MessagesDeleted(TypedDict):
+    """Messages were taken out of the thread: the last reply, replaced by a regenerated one
+    (``turn.regenerate``); the new reply streams next."""
+
+    type: Literal["message.deleted"]
+    topic_id: int
+    message_ids: list[int]
+
+
 class TurnStarted(TypedDict):
     """The agent began answering ``user_message_id``; deltas with this ``turn_id`` follow."""
 
@@ -204,12 +215,15 @@ class ReplyDelta(TypedDict):
 
 
 class TurnDone(TypedDict):
-    """The turn ended: ``ok`` with its final reply stored, or not after a ``turn.error``."""
+    """The turn ended: ``ok`` with its final reply stored, or not after a ``turn.error``;
+    ``stopped`` when the user stopped it (``turn.cancel``): the reply stored is what had
+    streamed until then."""
 
     type: Literal["turn.done"]
     turn_id: str
     reply_message_id: int | None
     ok: bool
+    stopped: bool
 
 
 class TurnError(TypedDict):
@@ -263,6 +277,7 @@ class ErrorEvent(TypedDict):
 
 Event = (
     MessageCreated
+    | MessagesDeleted
     | TurnStarted
     | ReplyDelta
     | TurnDone
@@ -279,6 +294,10 @@ def message_created(message: Message) -> MessageCreated:
     return {"type": "message.created", "message": message_payload(message)}
 
 
+def messages_deleted(*, topic_id: int, message_ids: Iterable[int]) -> MessagesDeleted:
+    return {"type": "message.deleted", "topic_id": topic_id, "message_ids": list(message_ids)}
+
+
 def turn_started(turn_id: str, *, user_message_id: int) -> TurnStarted:
     return {"type": "turn.started", "turn_id": turn_id, "user_message_id": user_message_id}
 
@@ -287,8 +306,16 @@ def reply_delta(turn_id: str, delta: str) -> ReplyDelta:
     return {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
 
 
-def turn_done(turn_id: str, *, reply_message_id: int | None, ok: bool) -> TurnDone:
-    return {"type": "turn.done", "turn_id": turn_id, "reply_message_id": reply_message_id, "ok": ok}
+def turn_done(
+    turn_id: str, *, reply_message_id: int | None, ok: bool, stopped: bool = False
+) -> TurnDone:
+    return {
+        "type": "turn.done",
+        "turn_id": turn_id,
+        "reply_message_id": reply_message_id,
+        "ok": ok,
+        "stopped": stopped,
+    }
 
 
 def turn_error(turn_id: str, error: str) -> TurnError:

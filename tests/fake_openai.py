@@ -4,15 +4,17 @@ The `openai` 3.x client talks through httpx2, which respx-style mocks cannot see
 tests run a real (tiny) server on 127.0.0.1 instead: the real client code, SSE parsing,
 timeouts and error mapping all run exactly as in production.
 
-Tests script the answers: each `reply_*`, `fail`, `hang` or `fail_mid_stream` call queues
-one response, served in order to the next requests (streaming or not, whichever the
-request asks for). When the queue is empty the server answers `default_text`, or what
-`responder(body)` returns (content and usage) when one is given (the benchmarks' models).
+Tests script the answers: each `reply_*`, `fail`, `hang`, `fail_mid_stream` or
+`stall_mid_stream` call queues one response, served in order to the next requests
+(streaming or not, whichever the request asks for). When the queue is empty the server
+answers `default_text`, or what `responder(body)` returns (content and usage) when one is
+given (the benchmarks' models).
+`refuse_response_formats` makes the server refuse a `response_format` type from then on.
 
     def test_summary(fake_openai):
         fake_openai.reply_json({"title": "Trip", "summary": "...", "include_in_memory": True})
         ...
-        assert fake_openai.requests[0]["response_format"] == {"type": "json_object"}
+        assert fake_openai.requests[0]["response_format"]["type"] == "json_schema"
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class _Script:
     delay: float = 0.0
     cut_after: int | None = None  # break the response after this many text deltas
     cut_mode: Literal["drop", "garbage", "end"] = "drop"
+    stall_after: int | None = None  # streaming: pause after this many text deltas...
+    stall_seconds: float = 0.0  # ...for this long, then send the rest
 
 
 class FakeOpenAI:
@@ -80,6 +84,7 @@ class FakeOpenAI:
         # (e.g. to check from another database connection what the caller holds locked).
         self.on_request: Callable[[dict], None] | None = None
         self._queue: deque[_Script] = deque()
+        self.refused_formats: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._call_count = 0
@@ -164,6 +169,20 @@ class FakeOpenAI:
         """
         self._push(_Script(content=content, cut_after=after, cut_mode=mode))
 
+    def stall_mid_stream(
+        self, *, content: str = "this answer pauses midway", after: int = 2, seconds: float
+    ) -> None:
+        """Queue a streamed answer that goes quiet for ``seconds`` after ``after`` text
+        deltas (a server that stalled), then sends the rest, unless the client hung up."""
+        self._push(_Script(content=content, stall_after=after, stall_seconds=seconds))
+
+    def refuse_response_formats(self, *types: str) -> None:
+        """From now on, answer HTTP 400 to every request whose ``response_format`` has one
+        of these types ("json_schema", "json_object"), as servers that lack them do. The
+        request is recorded; no scripted response is consumed."""
+        with self._lock:
+            self.refused_formats = frozenset(types)
+
     def close(self) -> None:
         """Stop serving; wakes any response still sleeping in `hang`."""
         self._stopping.set()
@@ -182,6 +201,10 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
+            kind = (body.get("response_format") or {}).get("type")
+            if kind in self.refused_formats:
+                message = f"response_format type {kind!r} is not supported"
+                return _Script(status=400, error_message=message)
             if self._queue:
                 return self._queue.popleft()
             if self.fail_ratio and self._random.random() < self.fail_ratio:
@@ -285,6 +308,9 @@ class _ChatHandler(BaseHTTPRequestHandler):
         if script.cut_after is not None:
             self._send_cut_stream(script, chunks)
             return
+        if script.stall_after is not None:
+            self._send_stalling_stream(script, chunks)
+            return
         # The whole answer in one write: the model is instant, and a write per token
         # would cost the process serving it (a benchmark's own clients) a syscall each.
         events = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks]
@@ -301,6 +327,18 @@ class _ChatHandler(BaseHTTPRequestHandler):
             return
         if script.cut_mode == "garbage":
             self._write_event("{this is not json")
+        self._write_chunk(b"")
+
+    def _send_stalling_stream(self, script: _Script, chunks: list[dict]) -> None:
+        """Send the role chunk and `stall_after` text deltas, pause, then the rest."""
+        split = 1 + (script.stall_after or 0)
+        for chunk in chunks[:split]:
+            self._write_event(json.dumps(chunk))
+        if self.fake._stopping.wait(script.stall_seconds):
+            return
+        for chunk in chunks[split:]:
+            self._write_event(json.dumps(chunk))
+        self._write_event("[DONE]")
         self._write_chunk(b"")
 
     def _write_event(self, data: str) -> None:
@@ -402,7 +440,9 @@ def fake_openai(settings: Any) -> Iterator[FakeOpenAI]:
     settings.OPENAI_API_KEY = "test-key"
     settings.DRIFTLESS_MODEL = "gpt-4o-mini"
     settings.DRIFTLESS_SUMMARY_MODEL = ""
+    settings.LLM_CONNECT_TIMEOUT_SECONDS = 2.0
     settings.LLM_TIMEOUT_SECONDS = 2.0
+    settings.LLM_IDLE_TIMEOUT_SECONDS = 2.0
     settings.LLM_MAX_RETRIES = 0
     clear_client_cache()
     try:

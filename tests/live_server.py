@@ -48,11 +48,15 @@ APP = "driftless.asgi:application"
 
 @contextmanager
 def running_server(
-    extra_env: dict[str, str] | None = None, *, server: Callable[[int], list[str]] = make_run_server
+    extra_env: dict[str, str] | None = None,
+    *,
+    server: Callable[[int], list[str]] = make_run_server,
+    port: int | None = None,
 ) -> Iterator[str]:
     """The base URL of a server started for the caller (with ``extra_env`` added to its
-    environment; without DEBUG it serves as in production), stopped when the block ends."""
-    port = free_port()
+    environment; without DEBUG it serves as in production), stopped when the block ends.
+    ``port``: a given one (a server started again where its clients knew it)."""
+    port = port or free_port()
     base = {name: value for name, value in os.environ.items() if name != "DEBUG"}
     env = {
         **base,

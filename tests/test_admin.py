@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 
 from memory.actions.context import assemble_context
 from memory.actions.deletion import do_delete_session
-from memory.models import ImportantInfo, MemoryDecision, Notes, Session, Topic
+from memory.models import ConsolidationRun, ImportantInfo, MemoryDecision, Notes, Session, Topic
 from memory.stores.persistent import get_persistent_memory
 from tests.memory_builders import add_topic
 
@@ -28,6 +28,9 @@ def history(session, alice):
         user=alice, agent=session.agent, organization=session.organization, data={"db": "pg"}
     )
     MemoryDecision.objects.create(topic=topic, actor="user", from_state="none", to_state="promoted")
+    ConsolidationRun.objects.create(
+        agent=session.agent, user=alice, organization=session.organization
+    )
     gone = Session.objects.start(user=alice, agent=session.agent)
     do_delete_session(session=gone, deleted_by=alice)
     return topic

@@ -161,7 +161,7 @@ def test_sending_a_message_returns_the_whole_turn(alice, session, fake_openai):
 
 
 def test_a_model_failure_answers_502_and_keeps_the_message(alice, session, fake_openai):
-    fake_openai.fail(500, "upstream exploded")
+    fake_openai.fail(503, "upstream exploded")
 
     response = client_for(alice).post(
         f"/agents-api/sessions/{session.pk}/messages", {"content": "Hello?"}, format="json"

@@ -111,6 +111,7 @@ async def test_the_owners_message_streams_deltas_then_the_final_reply(alice, ses
         "turn_id": turn_id,
         "reply_message_id": reply["message"]["id"],
         "ok": True,
+        "stopped": False,
     }
     assert await stored(session) == [
         ("user", "Hi, I'm Alice"),

@@ -4,7 +4,7 @@ import pytest
 
 from memory.actions.fork import plan_fork, tool_safe_cut
 from memory.drift.detectors import DriftVerdict, Turn
-from memory.drift.llm import LLMDriftDetector, Subject, get_drift_detector
+from memory.drift.llm import DRIFT_SCHEMA, LLMDriftDetector, Subject, get_drift_detector
 from memory.llm import get_chat_model
 from memory.models import Message
 from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, FixedDetector, MarkerDetector
@@ -24,7 +24,10 @@ def test_the_model_detector_asks_about_the_window_and_trusts_a_valid_answer(fake
 
     assert verdict == DriftVerdict(True, 6, "model: new subject at turn 6")
     (request,) = fake_openai.requests
-    assert request["response_format"] == {"type": "json_object"}
+    assert request["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "drift_verdict", "schema": DRIFT_SCHEMA, "strict": True},
+    }
     system = request["messages"][0]["content"]
     assert "turns numbered 5\nto 9" in system
     assert "Balcony garden — Tomatoes and basil in pots." in system

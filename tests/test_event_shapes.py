@@ -17,12 +17,13 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from chat.protocol import FRAME_TYPES
 from memory.events import MessagePayload, TopicPayload, publish
 from memory.management.commands.event_schema import SCHEMA_PATH, rendered_schema
 from tests.event_shapes import event_problems, event_types, schema
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "websocket.md"
-CLIENT_FRAMES = {"message.send", "topic.new", "turn.retry"}
+CLIENT_FRAMES = set(FRAME_TYPES)  # chat/protocol.py: the frames a client sends
 
 
 def doc_examples() -> list[dict]:

@@ -129,7 +129,7 @@ def test_complete_json_returns_the_parsed_object(fake_openai: FakeOpenAI):
     assert get_chat_model().complete_json(messages=USER_HELLO) == answer
     request = fake_openai.requests[0]
     assert request["response_format"] == {"type": "json_object"}
-    assert not request.get("stream")
+    assert request["stream"] is True  # JSON calls stream too: the same timeouts apply
 
 
 def test_complete_json_accepts_an_object_wrapped_in_a_code_fence(fake_openai: FakeOpenAI):

@@ -4,7 +4,12 @@ import pytest
 from django.core.cache import cache
 
 from memory.actions.curation import do_user_curation
-from memory.actions.summarize import SUMMARY_PROMPT, do_summarize_topic, fallback_title
+from memory.actions.summarize import (
+    SUMMARY_PROMPT,
+    SUMMARY_SCHEMA,
+    do_summarize_topic,
+    fallback_title,
+)
 from memory.models import MemoryDecision, MemoryState, Notes
 from memory.stores.persistent import memory_cache_key
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer
@@ -58,7 +63,10 @@ def test_it_sends_the_spec_prompt_verbatim_with_the_full_history_and_notes(
     (request,) = fake_openai.requests
     assert SUMMARY_PROMPT == SPEC_PROMPT
     assert request["messages"][0] == {"role": "system", "content": SPEC_PROMPT}
-    assert request["response_format"] == {"type": "json_object"}
+    assert request["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "topic_summary", "schema": SUMMARY_SCHEMA, "strict": True},
+    }
     sent = request["messages"][1]["content"]
     for part in (
         "User: Remember that we deploy on Fridays only.",
@@ -147,10 +155,12 @@ def test_a_failed_summary_falls_back_to_the_first_user_message_and_never_promote
     assert not MemoryDecision.objects.exists()
 
 
-def test_the_offline_model_takes_the_fallback(session, topic):
+def test_the_offline_model_gives_the_gist_and_never_promotes(session, topic):
     converse(session, SUBJECT_A)
     topic = summarize(topic)
-    assert topic.title == "I want to plan a vegetable garden on my balcony this spring."
+    # memory/lib/gist.py: the user's salient sentence, whole; the salient words follow.
+    assert topic.title == "I want to plan a vegetable garden on my balcony this spring"
+    assert "basil" in topic.summary and not topic.summary_is_fallback
     assert topic.keep_in_memory is False
 
 

@@ -12,6 +12,7 @@ from memory.actions import turn as turn_module
 from memory.actions.topics import do_new_topic
 from memory.actions.turn import (
     MAX_TOOL_ROUNDS,
+    NO_ANSWER_NOTICE,
     NothingToRetry,
     check_retry,
     do_retry_turn,
@@ -210,7 +211,7 @@ def test_the_stable_prefix_is_byte_identical_across_turns_and_usage_is_summed(se
 def test_a_model_failure_keeps_the_user_message_records_the_error_and_tells_the_clients(
     session, fake_openai, events
 ):
-    fake_openai.fail(500, "the model is down")
+    fake_openai.fail(503, "the model is down")
 
     result = do_send_message(session=session, content="Are you there?")
 
@@ -226,6 +227,7 @@ def test_a_model_failure_keeps_the_user_message_records_the_error_and_tells_the_
         "turn_id": result.turn_id,
         "reply_message_id": None,
         "ok": False,
+        "stopped": False,
     }
 
 
@@ -251,8 +253,8 @@ def test_retry_answers_the_latest_user_message_without_storing_it_again(session,
     assert result.user_message.pk == failed.user_message.pk
     assert result.reply.content == "Here I am."
     assert roles(session) == ["user", "error", "assistant"]
-    # The error record never reaches the model.
-    assert [m["role"] for m in fake_openai.requests[1]["messages"]] == ["system", "user"]
+    # The error record never reaches the model (the prefix, today's date, the question).
+    assert [m["role"] for m in fake_openai.requests[1]["messages"]] == ["system", "system", "user"]
 
 
 def test_retry_is_refused_when_the_last_message_already_has_its_reply(session, fake_openai):
@@ -268,16 +270,39 @@ def test_retry_is_refused_in_a_topic_without_a_user_message(session):
         check_retry(session=session)
 
 
-def test_the_tool_loop_stops_after_the_bounded_number_of_rounds_and_says_so(session, fake_openai):
-    for _ in range(MAX_TOOL_ROUNDS + 1):
-        fake_openai.reply_tool_calls([("important_info", {"operation": "read"})])
+def test_after_the_last_tool_round_the_model_is_asked_without_tools_and_answers(
+    session, fake_openai
+):
+    for number in range(MAX_TOOL_ROUNDS):  # different calls: none is a repeat
+        fake_openai.reply_tool_calls(
+            [("important_info", {"operation": "read", "key": f"k{number}"})]
+        )
+    fake_openai.reply_text("I looked everywhere: nothing is stored yet.")
+
+    result = do_send_message(session=session, content="Loop forever")
+
+    assert len(fake_openai.requests) == MAX_TOOL_ROUNDS + 1
+    assert all("tools" in request for request in fake_openai.requests[:-1])
+    assert "tools" not in fake_openai.requests[-1]
+    assert len(result.activity) == 2 * MAX_TOOL_ROUNDS
+    assert result.reply.content == "I looked everywhere: nothing is stored yet."
+    assert result.reply.tool_calls == []
+    assert result.failure is None
+
+
+def test_a_model_that_still_calls_tools_without_any_gets_a_notice_not_a_silent_reply(
+    session, fake_openai
+):
+    for number in range(MAX_TOOL_ROUNDS + 1):
+        fake_openai.reply_tool_calls(
+            [("important_info", {"operation": "read", "key": f"k{number}"})]
+        )
 
     result = do_send_message(session=session, content="Loop forever")
 
     assert len(fake_openai.requests) == MAX_TOOL_ROUNDS + 1
     assert len(result.activity) == 2 * MAX_TOOL_ROUNDS
-    assert f"more than {MAX_TOOL_ROUNDS} times" in result.reply.content
-    assert result.reply.tool_calls == []
+    assert result.reply.content == NO_ANSWER_NOTICE
     assert result.failure is None
 
 
@@ -308,7 +333,7 @@ def test_a_message_sent_as_the_previous_turn_ends_waits_for_it_and_is_answered(
 
 
 def test_the_session_is_free_again_after_a_turn_even_a_failed_one(session, fake_openai):
-    fake_openai.fail(500)
+    fake_openai.fail(503)
     do_send_message(session=session, content="One")
     do_send_message(session=session, content="Two")
     assert roles(session) == ["user", "error", "user", "assistant"]
@@ -411,7 +436,7 @@ def test_turn_done_is_announced_only_once_the_session_is_free_again(
 
     monkeypatch.setattr(turn_module, "publish", publish)
     monkeypatch.setattr(turn_module, "publish_on_commit", publish)
-    fake_openai.fail(500)
+    fake_openai.fail(503)
     fake_openai.reply_text("Back again.")
 
     do_send_message(session=session, content="One")

@@ -1,4 +1,5 @@
-"""The REST endpoints of the memory panels: curation, the memory block, facts and notes.
+"""The REST endpoints of the memory panels: curation, the memory block, facts, notes and
+consolidation (run one over a scope, list its runs, undo one).
 
 Each view parses its input, calls one domain function and renders; every lookup goes
 through the caller's own sessions and topics, so anyone else's id is a 404 and bad input
@@ -7,10 +8,12 @@ is a 400 that says what was wrong.
 
 from dataclasses import asdict
 
+from django.shortcuts import get_object_or_404
 from django.urls import path, register_converter
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -23,11 +26,12 @@ from chat.api.serializers import (
     NotesSerializer,
     TopicSerializer,
 )
+from memory.actions.consolidation import do_consolidate, do_undo_consolidation
 from memory.actions.curation import do_user_curation
 from memory.events import topic_payload
 from memory.lib.markdown import render_markdown
 from memory.lib.text import DEPRECATED_PREFIX
-from memory.models import FactActor, MemoryState
+from memory.models import Agent, ConsolidationRun, FactActor, MemoryState
 from memory.stores.facts import (
     check_fact_value,
     read_fact,
@@ -236,6 +240,115 @@ def _block(memory: PersistentMemory) -> dict:
     }
 
 
+# --- consolidation -------------------------------------------------------------------------
+
+_AGENT = OpenApiParameter("agent", int, required=True, description="One of your agents.")
+RUNS_LISTED = 50
+
+
+class ConsolidationRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    agent = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=ConsolidationRun.Status.choices)
+    trigger = serializers.ChoiceField(choices=ConsolidationRun.Trigger.choices)
+    detail = serializers.CharField(help_text="Why nothing changed, when nothing did.")
+    model = serializers.CharField()
+    entries_sent = serializers.IntegerField(help_text="Promoted entries the model was shown.")
+    proposal = serializers.ListField(help_text="The operations as the model proposed them.")
+    applied = serializers.ListField(help_text="Applied operations, with before and after.")
+    refused = serializers.ListField(help_text="Refused operations, each with its reason.")
+    block_before = serializers.CharField(help_text="The scope's memory block before the run.")
+    block_after = serializers.CharField(help_text="The block after it (empty: nothing applied).")
+    undoable = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    undone_at = serializers.DateTimeField(allow_null=True)
+
+
+def _agent(request: Request) -> Agent:
+    agent_id = request.query_params.get("agent", "")
+    if not agent_id.isdecimal():
+        raise ValidationError({"agent": ["expected the id of one of your agents"]})
+    return get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+
+
+def _run(run: ConsolidationRun) -> dict:
+    return {
+        "id": run.pk,
+        "agent": run.agent_id,
+        "status": run.status,
+        "trigger": run.trigger,
+        "detail": run.detail,
+        "model": run.model_name,
+        "entries_sent": run.entries_sent,
+        "proposal": run.proposal,
+        "applied": run.applied,
+        "refused": run.refused,
+        "block_before": run.block_before,
+        "block_after": run.block_after,
+        "undoable": run.undoable,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "undone_at": run.undone_at,
+    }
+
+
+def _owned_run_or_404(request: Request, run_id: int) -> ConsolidationRun:
+    return get_object_or_404(ConsolidationRun.objects.owned_by(request.user), pk=run_id)
+
+
+@extend_schema(
+    request=None,
+    parameters=[_AGENT],
+    responses={200: ConsolidationRunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    summary="Consolidate the memory of one of your agents (merge, supersede)",
+)
+@api_view(["POST"])
+def consolidate(request: Request) -> Response:
+    """Run one consolidation of your memory with this agent, now, and answer the run: what
+    the model proposed, what was applied (with before and after), what was refused (an
+    entry you curated is never changed) and the memory block before and after. An
+    unusable answer changes nothing (``status`` unusable or failed, ``detail`` says why)."""
+    agent = _agent(request)
+    run = do_consolidate(agent=agent, user=request.user, requested_by=request.user)
+    return Response(_run(run))
+
+
+@extend_schema(
+    parameters=[_AGENT],
+    responses={200: ConsolidationRunSerializer(many=True), 400: _BAD_INPUT, 404: _NOT_FOUND},
+    summary="Consolidation runs of your memory with one agent, newest first",
+)
+@api_view(["GET"])
+def consolidation_runs(request: Request) -> Response:
+    agent = _agent(request)
+    runs = ConsolidationRun.objects.owned_by(request.user).filter(agent=agent)[:RUNS_LISTED]
+    return Response([_run(run) for run in runs])
+
+
+@extend_schema(
+    responses={200: ConsolidationRunSerializer, 404: _NOT_FOUND},
+    summary="One consolidation run",
+)
+@api_view(["GET"])
+def consolidation_run(request: Request, run_id: int) -> Response:
+    return Response(_run(_owned_run_or_404(request, run_id)))
+
+
+@extend_schema(
+    request=None,
+    responses={200: ConsolidationRunSerializer, 404: _NOT_FOUND, 409: DetailSerializer},
+    summary="Undo a consolidation run",
+)
+@api_view(["POST"])
+def undo_consolidation(request: Request, run_id: int) -> Response:
+    """Put every entry the run changed back as it was: the memory block is the one before
+    the run, to the byte. 409 when the run was not applied, is already undone, or an entry
+    it changed has changed since (undoing would overwrite that later choice)."""
+    run = do_undo_consolidation(run=_owned_run_or_404(request, run_id), user=request.user)
+    return Response(_run(run))
+
+
 class FactKeyConverter:
     """Any text, line breaks too: a key the rules refuse is answered with a JSON 400 that
     says why, and one stored before them can still be removed."""
@@ -257,4 +370,12 @@ urlpatterns = [
     path("sessions/<int:session_id>/memory", session_memory, name="api-session-memory"),
     path("sessions/<int:session_id>/facts", session_facts, name="api-session-facts"),
     path("sessions/<int:session_id>/facts/<factkey:key>", session_fact, name="api-session-fact"),
+    path("memory/consolidate", consolidate, name="api-memory-consolidate"),
+    path("memory/consolidations", consolidation_runs, name="api-memory-consolidations"),
+    path("memory/consolidations/<int:run_id>", consolidation_run, name="api-memory-consolidation"),
+    path(
+        "memory/consolidations/<int:run_id>/undo",
+        undo_consolidation,
+        name="api-memory-consolidation-undo",
+    ),
 ]

@@ -261,5 +261,11 @@ class TurnFailedSerializer(serializers.Serializer):
     error_message = MessageSerializer(allow_null=True, help_text="The stored error record.")
 
 
+class StopSerializer(serializers.Serializer):
+    """A Stop was asked for: the running turn stores what had streamed, marked stopped."""
+
+    running = serializers.BooleanField(help_text="A turn was running to be stopped.")
+
+
 class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField()

@@ -28,6 +28,7 @@ from chat.api.serializers import (
     SessionDetailSerializer,
     SessionSerializer,
     StartSessionSerializer,
+    StopSerializer,
     TopicEditSerializer,
     TopicSerializer,
     TurnFailedSerializer,
@@ -36,7 +37,12 @@ from chat.api.serializers import (
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.topics import do_new_topic
-from memory.actions.turn import TurnResult, do_send_message
+from memory.actions.turn import (
+    TurnResult,
+    do_regenerate_turn,
+    do_send_message,
+    do_stop_turn,
+)
 from memory.events import message_payload, message_payloads, topic_payload
 from memory.models import Agent, Deletion, Session
 from memory.stores.messages import topic_page, usage_totals
@@ -129,6 +135,42 @@ class SessionMessages(APIView):
         form.is_valid(raise_exception=True)
         result = do_send_message(session=session, content=form.validated_data["content"])
         return _turn_response(result)
+
+
+class RegenerateReply(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            201: TurnSerializer,
+            404: _NOT_FOUND,
+            409: OpenApiResponse(
+                DetailSerializer,
+                description="A reply is still being generated, or the topic does not end "
+                "with a reply (`nothing_to_regenerate`).",
+            ),
+            503: _STOPPING,
+            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
+            502: OpenApiResponse(TurnFailedSerializer, description="The model failed."),
+        },
+        summary="Replace the last reply with a new one (the socket's turn.regenerate)",
+    )
+    def post(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        return _turn_response(do_regenerate_turn(session=session))
+
+
+class StopTurn(APIView):
+    @extend_schema(
+        request=None,
+        responses={202: StopSerializer, 404: _NOT_FOUND},
+        summary="Stop the reply being written (the socket's turn.cancel)",
+        description="The running turn stops within a moment and stores what had streamed "
+        "as its reply, marked `stopped`; with no turn running nothing happens.",
+    )
+    def post(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        running = do_stop_turn(session=session)
+        return Response({"running": running}, status=status.HTTP_202_ACCEPTED)
 
 
 class SessionTopics(APIView):
@@ -239,6 +281,12 @@ urlpatterns = [
     path("sessions/", SessionList.as_view(), name="api-sessions"),
     path("sessions/<int:session_id>/", SessionDetail.as_view(), name="api-session"),
     path("sessions/<int:session_id>/messages", SessionMessages.as_view(), name="api-messages"),
+    path("sessions/<int:session_id>/cancel", StopTurn.as_view(), name="api-turn-cancel"),
+    path(
+        "sessions/<int:session_id>/regenerate",
+        RegenerateReply.as_view(),
+        name="api-turn-regenerate",
+    ),
     path("sessions/<int:session_id>/topics/", SessionTopics.as_view(), name="api-topics"),
     path("topics/<int:topic_id>", TopicDetail.as_view(), name="api-topic"),
     path("topics/<int:topic_id>/messages", TopicMessages.as_view(), name="api-topic-messages"),

@@ -187,22 +187,67 @@ def builtin_tool_schemas() -> list[dict]:
     ]
 
 
+REPEATED_CALL_NOTE = (
+    "You already made this exact call in this turn; this is its result again, and it "
+    "was not run twice. Answer the user now from what you have."
+)
+
+
+class CallResults:
+    """What the calls of one turn returned, by tool and arguments: a call made again is
+    answered from its earlier result (not run twice) and counted in ``repeated``.
+
+    Small models call the same tool again after its result, round after round; a turn
+    that keeps one of these stops them at the first repeat (memory/actions/turn.py).
+    """
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.repeated = 0
+
+    def earlier(self, call: ToolCall) -> dict[str, Any] | None:
+        result = self._results.get(_call_key(call))
+        if result is not None:
+            self.repeated += 1
+        return result
+
+    def remember(self, call: ToolCall, result: dict[str, Any]) -> None:
+        self._results[_call_key(call)] = result
+
+
+def _call_key(call: ToolCall) -> tuple[str, str]:
+    """A call's tool and its arguments as canonical JSON (key order and spacing aside)."""
+    try:
+        arguments = json.dumps(_parse_arguments(call.arguments), sort_keys=True)
+    except Refused:
+        arguments = str(call.arguments or "").strip()
+    return call.name, arguments
+
+
 def dispatch_tool_calls(
     *,
     session: Session,
     tool_calls: Sequence[ToolCall],
     other: ToolSource | None = None,
     actor: str = FactActor.AGENT,
+    results: CallResults | None = None,
 ) -> list[Message]:
     """Run each call in order and store its result as a tool message in the active topic.
 
     The caller has already stored the assistant message carrying ``tool_calls``. The
     calls are the agent's, except for the user's own memory commands (``/remember``...,
-    memory/actions/turn.py), which run with ``actor`` the user.
+    memory/actions/turn.py), which run with ``actor`` the user. With ``results``, a call
+    made before in the same turn is answered from its earlier result, with a note.
     """
     messages = []
     for call in tool_calls:
-        result = _run(session=session, call=call, other=other, actor=actor)
+        earlier = results.earlier(call) if results is not None else None
+        if earlier is not None:
+            result = {**earlier, "note": REPEATED_CALL_NOTE}
+        else:
+            result = _run(session=session, call=call, other=other, actor=actor)
+            if results is not None:
+                results.remember(call, result)
         messages.append(
             store_message(
                 session=session,

@@ -5,9 +5,15 @@ fails next; the context stack is assembled once, before the model sees anything;
 model's answer streams to the session's clients as ``reply.delta`` events; when it calls
 tools, its tool-call message is stored, the built-ins (then MCP tools) run and store their
 results, and the model is asked again with those appended, for at most
-``MAX_TOOL_ROUNDS`` rounds; the final reply is stored with the provider's token usage. A
-model failure ends the turn with a stored error record and a ``turn.error`` event; the
-client may then retry, which runs the turn again without storing the message twice.
+``MAX_TOOL_ROUNDS`` rounds; the final reply is stored with the provider's token usage.
+
+A turn ends with an answer, whatever a small model does: the request after the last
+round offers no tools, so the model answers from what it has; a call it makes again
+with the same arguments is answered from its earlier result and the next request offers
+no tools either; a tool it invented is an error result it reads; an endpoint's server
+error on a request with tools is asked once more without them. A model failure ends the
+turn with a stored error record and a ``turn.error`` event; the client may then retry,
+which runs the turn again without storing the message twice.
 
 The user's memory commands (``/remember KEY = VALUE``, ``/forget KEY``, ``/note TEXT``)
 never reach the model: the turn carries them out as the user and stores them as a tool
@@ -36,9 +42,10 @@ from django.db import connection
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
 from memory.actions.scheduling import note_message_stored
-from memory.actions.tools import dispatch_tool_calls
+from memory.actions.tools import CallResults, dispatch_tool_calls
 from memory.events import (
     flush_outbox,
+    messages_deleted,
     outbox,
     publish,
     publish_on_commit,
@@ -54,7 +61,7 @@ from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
 from memory.models import FactActor, Message, Session, Topic
-from memory.stores import leases
+from memory.stores import leases, stops
 from memory.stores.messages import store_message
 
 logger = logging.getLogger(__name__)
@@ -91,6 +98,7 @@ class TurnResult:
     reply: Message | None = None
     error: Message | None = None
     failure: Literal["model", "internal"] | None = None
+    stopped: bool = False  # the user stopped the reply; what had streamed is stored
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -128,23 +136,66 @@ def do_retry_turn(*, session: Session) -> TurnResult:
     return _turn(session, lambda: check_retry(session=session))
 
 
+class NothingToRegenerate(Conflict):
+    """The active topic does not end with a reply of the agent."""
+
+    code = "nothing_to_regenerate"
+
+
+def do_regenerate_turn(*, session: Session) -> TurnResult:
+    """Replace the last reply: take it out of the thread (under the session's lock, so no
+    other turn runs meanwhile) and run the turn again for the message it answered, by the
+    retry path. The tool activity before it stays, as the record of what was done.
+    Raises NothingToRegenerate when the active topic does not end with a reply."""
+    return _turn(session, lambda: _take_back_last_reply(session))
+
+
+def _take_back_last_reply(session: Session) -> Message:
+    topic = Topic.objects.get(session_id=session.pk, is_active=True)
+    last = topic.messages.order_by("-seq").first()
+    if last is None or not last.is_reply:
+        raise NothingToRegenerate("there is no reply to regenerate: the last message is not one")
+    user_message = _answered_by(topic, last)
+    reply_id = last.pk
+    last.delete()
+    publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=[reply_id]))
+    return user_message
+
+
+def _answered_by(topic: Topic, reply: Message) -> Message:
+    """The user message a reply answers (the last one of the topic before it)."""
+    user_message = (
+        topic.messages.filter(role=Message.Role.USER, seq__lt=reply.seq).order_by("-seq").first()
+    )
+    if user_message is None:
+        raise NothingToRegenerate("there is no message of yours for this reply to answer")
+    return user_message
+
+
 def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     """Under the session's lock, take the user message (stored, or found for a retry) and
     answer it. The turn's events leave in three deliveries, whatever the tool rounds: its
     start (the user's message, turn.started) before the model is asked, the reply deltas
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
-        with leases.session_lock(session.pk):
-            with leases.turn_slots(
-                user_id=session.user_id, organization_id=session.organization_id
-            ):
-                result = _run_turn(session=session, user_message=user_message())
+        with (
+            leases.session_lock(session.pk),
+            leases.turn_slots(user_id=session.user_id, organization_id=session.organization_id),
+            stops.watching(session.pk) as stop,
+        ):
+            result = _run_turn(session=session, user_message=user_message(), stop=stop)
         _announce_done(session, result)
         _give_back_connection()  # before the end is published
     return result
 
 
-def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
+def do_stop_turn(*, session: Session) -> bool:
+    """Ask the session's running turn to stop (the user's Stop, from any tab, process or
+    interface): it stores what had streamed, marked stopped. Whether a turn was running."""
+    return stops.request_stop(session_id=session.pk)
+
+
+def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
     publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
@@ -158,7 +209,7 @@ def _run_turn(*, session: Session, user_message: Message) -> TurnResult:
                     extra_tools=mcp.tool_schemas,
                     working_memory=mcp.status_note(),
                 )
-                _converse(session=session, stack=stack, mcp=mcp, result=result)
+                _converse(session=session, stack=stack, mcp=mcp, result=result, stop=stop)
     except AccessEnded as err:
         _fail(session, result, failure="internal", text=str(err))
     except LLMError as err:
@@ -184,6 +235,7 @@ def _announce_done(session: Session, result: TurnResult) -> None:
             result.turn_id,
             reply_message_id=result.reply.pk if result.reply else None,
             ok=result.failure is None,
+            stopped=result.stopped,
         ),
     )
 
@@ -194,22 +246,37 @@ def _converse(
     stack: ContextStack,
     mcp: McpToolSource,
     result: TurnResult,
+    stop: stops.StopSignal,
 ) -> None:
-    """Ask the model, run the tools it calls, ask again; store the final reply."""
+    """Ask the model, run the tools it calls, ask again; store the final reply (what had
+    streamed, marked stopped, when the user stops it)."""
     # The agent's own model and temperature, when it has them; the settings' otherwise.
     model = get_chat_model("chat", model_name=session.agent.model_name.strip())
     messages = list(stack.messages)
+    tools, calls = stack.tools, CallResults()
     for round_number in range(MAX_TOOL_ROUNDS + 1):
         if round_number and not session.still_reachable():
             raise AccessEnded()
-        completion = _stream(model, messages, stack.tools, session, result.turn_id)
+        if round_number == MAX_TOOL_ROUNDS:
+            tools = []  # the last request: the model answers from what it has
+        completion, tools = _ask(model, messages, tools, session, result.turn_id, stop)
         result.add_usage(completion.usage)
-        if not completion.tool_calls or round_number == MAX_TOOL_ROUNDS:
-            content = completion.content
-            if completion.tool_calls:
-                content = _with_rounds_notice(content)
+        if stop.requested():  # what had streamed is the reply (any tool call is dropped)
+            result.stopped = True
             result.reply = _store(
-                session, role=Message.Role.ASSISTANT, content=content, **_usage(completion)
+                session,
+                role=Message.Role.ASSISTANT,
+                content=completion.content,
+                stopped=True,
+                **_usage(completion),
+            )
+            return
+        if not completion.tool_calls or not tools:
+            result.reply = _store(
+                session,
+                role=Message.Role.ASSISTANT,
+                content=_reply_text(completion, after_tools=round_number > 0),
+                **_usage(completion),
             )
             return
         call_message = _store(
@@ -220,11 +287,34 @@ def _converse(
             **_usage(completion),
         )
         tool_messages = dispatch_tool_calls(
-            session=session, tool_calls=completion.tool_calls, other=mcp
+            session=session, tool_calls=completion.tool_calls, other=mcp, results=calls
         )
         _note_stored(session, tool_messages)
         result.activity += [call_message, *tool_messages]
         messages += render_window([_row(message) for message in (call_message, *tool_messages)])
+        if calls.repeated:
+            tools = []  # a model calling the same tool again is looping: it answers now
+
+
+def _ask(
+    model: ChatModel,
+    messages: list[dict],
+    tools: list[dict],
+    session: Session,
+    turn_id: str,
+    stop: stops.StopSignal,
+) -> tuple[Completion, list[dict]]:
+    """One model answer, and the tools it was offered. An endpoint's server error on a
+    request with tools (a small model invents a tool, the server fails to parse its call:
+    HTTP 500) is asked once more without them, so the turn still gets an answer."""
+    try:
+        return _stream(model, messages, tools, session, turn_id, stop), tools
+    except LLMError as err:
+        # Only a 500: an overloaded endpoint (503) or a refused request (4xx) fails again.
+        if not tools or err.status != 500:
+            raise
+        logger.info("turn %s: %s; asking again without tools", turn_id, err)
+        return _stream(model, messages, [], session, turn_id, stop), []
 
 
 def _answer_command(*, session: Session, command: MemoryCommand, result: TurnResult) -> None:
@@ -268,27 +358,44 @@ def _stream(
     tools: list[dict],
     session: Session,
     turn_id: str,
+    stop: stops.StopSignal,
 ) -> Completion:
-    """Stream one model answer to the clients, deltas coalesced, and return it complete."""
+    """Stream one model answer to the clients, deltas coalesced, and return it complete;
+    stopped by the user, what had streamed (the stream is closed, so the model stops)."""
     _give_back_connection()  # the turn's next query comes after the model's answer
     flush_outbox()  # what happened so far is shown before the model is asked
     deltas = DeltaBatcher(
         lambda text: publish(session.pk, reply_delta(turn_id, text)),
         seconds=settings.STREAM_BATCH_SECONDS,
     )
+    streamed: list[str] = []
+    if stop.requested():
+        return Completion(content="", tool_calls=(), usage=None, model="")
+    answer = model.stream(
+        messages=messages,
+        tools=tools or None,
+        prompt_cache_key=session.prompt_cache_key,
+        temperature=session.agent.temperature,
+    )
     try:
-        for item in model.stream(
-            messages=messages,
-            tools=tools or None,
-            prompt_cache_key=session.prompt_cache_key,
-            temperature=session.agent.temperature,
-        ):
+        for item in answer:
             if isinstance(item, Completion):
                 return item
             if item:
                 deltas.add(item)
+                streamed.append(item)
+            if stop.requested():
+                return Completion(content="".join(streamed), tool_calls=(), usage=None, model="")
+    except LLMError as err:
+        if streamed and err.status is not None:
+            # Once the answer began, a failure is final: asking again would show it twice.
+            raise LLMError(str(err)) from err
+        raise
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")
 
 
@@ -302,12 +409,18 @@ def _give_back_connection() -> None:
         connection.close()
 
 
-def _with_rounds_notice(content: str) -> str:
-    notice = (
-        f"[Stopped: the model asked for tools more than {MAX_TOOL_ROUNDS} times in one turn. "
-        "The tool results so far are kept; send another message to continue.]"
-    )
-    return f"{content}\n\n{notice}" if content.strip() else notice
+NO_ANSWER_NOTICE = (
+    "[The model gave no answer after its tool calls. The tool results are kept; send "
+    "another message to continue.]"
+)
+
+
+def _reply_text(completion: Completion, *, after_tools: bool) -> str:
+    """The reply to store: the model's words, or after tool calls that it followed with
+    none (or with more calls, when it had no tools left), a notice saying so."""
+    if completion.content.strip() or not (after_tools or completion.tool_calls):
+        return completion.content
+    return NO_ANSWER_NOTICE
 
 
 def _fail(

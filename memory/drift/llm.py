@@ -17,7 +17,8 @@ from django.conf import settings
 
 from memory.drift.detectors import DriftDetector, DriftVerdict, Turn, get_detector
 from memory.lib.text import one_line
-from memory.llm import ChatModel, LLMError, get_chat_model
+from memory.lib.tokens import estimate_tokens, oldest_to_drop
+from memory.llm import ChatModel, LLMError, context_input_tokens, get_chat_model
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,14 @@ to {last}. If several new subjects begin there, answer the first one.
 Return a JSON object with:
 - 'drifted' (boolean: true only if a new subject begins in that range)
 - 'start' (the number of the turn where the new subject begins; null if 'drifted' is false)"""
+
+# The answer's shape, for endpoints that constrain output to a schema.
+DRIFT_SCHEMA = {
+    "type": "object",
+    "properties": {"drifted": {"type": "boolean"}, "start": {"type": ["integer", "null"]}},
+    "required": ["drifted", "start"],
+    "additionalProperties": False,
+}
 
 LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
 LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
@@ -79,17 +88,23 @@ class LLMDriftDetector:
     ) -> DriftVerdict | None:
         """The model's verdict, or None when it failed or answered out of bounds."""
         shown = range(max(0, first - LLM_CONTEXT_TURNS), len(turns))
-        conversation = "\n".join(
+        lines = [
             f"[{index}] {turns[index].role}: {one_line(turns[index].text, LLM_TURN_CHARS)}"
             for index in shown
-        )
+        ]
         prompt = DRIFT_PROMPT.format(subject=subject.describe(), first=first, last=last)
+        # Within the model's context: the oldest turns shown before the window go first.
+        room = context_input_tokens() - estimate_tokens(prompt) - 16
+        drop = oldest_to_drop([estimate_tokens(line) + 1 for line in lines], room)
+        conversation = "\n".join(lines[min(drop, first - shown.start) :])
         messages = [
             {"role": "system", "content": prompt},
             {"role": "user", "content": conversation},
         ]
         try:
-            answer = self.model.complete_json(messages=messages)
+            answer = self.model.complete_json(
+                messages=messages, schema=DRIFT_SCHEMA, schema_name="drift_verdict"
+            )
         except LLMError as err:
             logger.info("drift model call failed: %s", err)
             return None

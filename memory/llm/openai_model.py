@@ -5,51 +5,98 @@ the seam sees the ``openai`` package, its exceptions or its response types."""
 
 from __future__ import annotations
 
-import json
-import re
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import openai
 
 from memory.lib.text import one_line
-from memory.lib.validation import storable_json, storable_text
+from memory.lib.validation import storable_text
+from memory.llm.output import ReasoningFilter, parse_json_object
 from memory.llm.types import Completion, LLMError, ToolCall, Usage
 
 _ERROR_DETAIL_LIMIT = 200
-_QUOTE_LIMIT = 80  # how much of a bad answer is quoted back in an error
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a model call may wait, in seconds, at each stage.
+
+    ``connect``: for the TCP (and TLS) connection. ``first_token``: from the request sent to
+    the first streamed chunk, the time a CPU model spends reading the prompt (minutes for a
+    long one). ``idle``: between two chunks once the answer started; a stream quiet longer
+    than this has stalled. There is no total: a long answer that keeps coming is fine.
+    """
+
+    connect: float
+    first_token: float
+    idle: float
+
 
 # One client per endpoint, shared by every thread (the client is thread-safe).
-_clients: dict[tuple[str, str, float, int], openai.OpenAI] = {}
+_clients: dict[tuple[str, str, Timeouts, int], openai.OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
-def client(*, base_url: str, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
+def client(*, base_url: str, api_key: str, timeouts: Timeouts, max_retries: int) -> openai.OpenAI:
     """Return the shared client for this endpoint, building it on first use.
 
     One client per endpoint keeps its HTTP connection pool warm across turns; building one
     per call would open a new TCP/TLS connection every time.
     """
-    key = (base_url, api_key, timeout, max_retries)
+    key = (base_url, api_key, timeouts, max_retries)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
             client = openai.OpenAI(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+                api_key=api_key,
+                base_url=base_url,
+                # The read timeout bounds each wait on the socket: the first chunk's, and
+                # (far above the idle guard's) each later one.
+                timeout=openai.Timeout(timeouts.first_token, connect=timeouts.connect),
+                max_retries=max_retries,
             )
             _clients[key] = client
         return client
 
 
 def clear_client_cache() -> None:
-    """Close and forget every cached client (tests point each test at a new server)."""
+    """Close and forget every cached client and what was learnt about each endpoint (tests
+    point each test at a new server)."""
     with _clients_lock:
         clients = list(_clients.values())
         _clients.clear()
+        _json_modes.clear()
     for client in clients:
         client.close()
+
+
+# --- what each endpoint accepts for JSON -------------------------------------------------
+
+JsonMode = Literal["json_schema", "json_object", "prompt"]
+# Strongest first: a grammar-constrained schema, JSON mode, then the prompt alone (the
+# answer is then found in whatever the model wrote: memory/llm/output.py).
+JSON_MODES: tuple[JsonMode, ...] = ("json_schema", "json_object", "prompt")
+# The statuses with which an endpoint refuses a response_format it does not support.
+_REFUSED_FORMAT = (400, 422)
+# The mode each (endpoint, model) was found to accept, learnt on its first refusal.
+_json_modes: dict[tuple[str, str], JsonMode] = {}
+
+
+def _response_format(mode: JsonMode, schema: dict | None, name: str) -> dict | None:
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": True},
+        }
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
 
 
 # --- the OpenAI-compatible model ---------------------------------------------------------
@@ -60,10 +107,10 @@ class OpenAIChatModel:
 
     offline = False
 
-    def __init__(self, *, name: str, client: openai.OpenAI, timeout: float) -> None:
+    def __init__(self, *, name: str, client: openai.OpenAI, timeouts: Timeouts) -> None:
         self.name = name
         self._client = client
-        self._timeout = timeout
+        self._timeouts = timeouts
 
     def stream(
         self,
@@ -74,12 +121,7 @@ class OpenAIChatModel:
         temperature: float | None = None,
     ) -> Iterator[str | Completion]:
         """Stream one chat completion: text deltas, then the assembled Completion."""
-        request: dict[str, Any] = {
-            "model": self.name,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        request: dict[str, Any] = {"messages": messages}
         if tools:
             request["tools"] = tools
         if temperature is not None:  # otherwise the provider's own default applies
@@ -87,58 +129,171 @@ class OpenAIChatModel:
         if prompt_cache_key:
             # Sent as a raw body field: servers that do not know it ignore it.
             request["extra_body"] = {"prompt_cache_key": prompt_cache_key}
-        assembly = _StreamAssembly(model=self.name)
-        with (
-            self._translated_errors(),
-            self._client.chat.completions.create(**request) as chunks,
-        ):
-            for chunk in chunks:
-                delta = assembly.add(chunk)
-                if delta:
-                    yield delta
-        yield assembly.completion()
+        return self._streamed(request)
 
-    def complete_json(self, *, messages: list[dict]) -> dict:
-        """Ask for a JSON object (JSON mode) and return it parsed."""
-        with self._translated_errors():
-            response = self._client.chat.completions.create(
-                model=self.name,
-                messages=messages,
-                response_format={"type": "json_object"},
-            )
-        if not response.choices:
-            raise LLMError("model endpoint returned no choices")
-        return parse_json_object(response.choices[0].message.content or "")
+    def complete_json(
+        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+    ) -> dict:
+        """Ask for a JSON object and return it parsed.
+
+        The strongest ``response_format`` the endpoint accepts is used: ``json_schema``
+        (with ``schema``), then ``json_object``, then none (the prompt alone asks). An
+        endpoint that refuses one (HTTP 400 or 422) is asked again with the next, and the
+        mode that worked is remembered for the endpoint and model, so the refusal costs one
+        request once, not one a call.
+        """
+        endpoint = (str(self._client.base_url), self.name)
+        modes = JSON_MODES if schema is not None else JSON_MODES[1:]
+        known = _json_modes.get(endpoint)
+        if known in modes:
+            modes = modes[modes.index(known) :]
+        for index, mode in enumerate(modes):
+            request: dict[str, Any] = {"messages": messages}
+            response_format = _response_format(mode, schema, schema_name)
+            if response_format is not None:
+                request["response_format"] = response_format
+            try:
+                *_, completion = self._streamed(request)
+            except LLMError as err:
+                if err.status not in _REFUSED_FORMAT or index == len(modes) - 1:
+                    raise
+                continue
+            if index:
+                _json_modes[endpoint] = mode
+            assert isinstance(completion, Completion)
+            return parse_json_object(completion.content)
+        raise AssertionError("the last mode raises or returns")
+
+    def _streamed(self, request: dict[str, Any]) -> Iterator[str | Completion]:
+        """One streamed call: its text deltas, then the Completion. The first chunk may take
+        ``first_token`` seconds; after it, a stream quiet for ``idle`` seconds is broken."""
+        request = {
+            "model": self.name,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **request,
+        }
+        assembly = _StreamAssembly(model=self.name)
+        guard = _IdleGuard(self._timeouts.idle)
+        try:
+            with (
+                self._translated_errors(guard),
+                self._client.chat.completions.create(**request) as chunks,
+            ):
+                for chunk in chunks:
+                    guard.watch(chunks.response)
+                    delta = assembly.add(chunk)
+                    if delta:
+                        yield delta
+                    guard.tick()
+        finally:
+            guard.stop()
+        completion = assembly.completion()
+        if assembly.tail:  # text held back while it might have opened a reasoning block
+            yield assembly.tail
+        yield completion
 
     @contextmanager
-    def _translated_errors(self) -> Iterator[None]:
+    def _translated_errors(self, guard: _IdleGuard) -> Iterator[None]:
         """Turn every client-side failure into an LLMError with a short, clear message."""
         try:
             yield
         except openai.APITimeoutError as err:
-            raise LLMError(f"model endpoint timed out after {self._timeout:g}s") from err
+            raise LLMError(
+                f"model endpoint timed out after {self._timeouts.first_token:g}s "
+                "without starting its answer"
+            ) from err
         except openai.APIStatusError as err:
             detail = _error_detail(err.body)
-            raise LLMError(f"model endpoint returned HTTP {err.status_code}: {detail}") from err
+            raise LLMError(
+                f"model endpoint returned HTTP {err.status_code}: {detail}", status=err.status_code
+            ) from err
         except openai.APIConnectionError as err:
+            if guard.fired:
+                raise LLMError(
+                    f"model stream stalled: nothing arrived for {self._timeouts.idle:g}s "
+                    "after the answer started"
+                ) from err
             cause = err.__cause__ or err.message
             raise LLMError(
                 f"connection to model endpoint at {self._client.base_url} failed: "
                 f"{one_line(str(cause), _ERROR_DETAIL_LIMIT)}"
             ) from err
         except openai.OpenAIError as err:
+            # An error event inside a stream: the status it names, when it names one.
+            body = getattr(err, "body", None)
+            code = body.get("code") if isinstance(body, dict) else None
             raise LLMError(
-                f"model endpoint error: {one_line(str(err), _ERROR_DETAIL_LIMIT)}"
+                f"model endpoint error: {one_line(str(err), _ERROR_DETAIL_LIMIT)}",
+                status=code if type(code) is int else None,
             ) from err
         except ValueError as err:  # a stream chunk that is not JSON
             raise LLMError(f"model endpoint sent an unreadable response: {err}") from err
+
+
+class _IdleGuard:
+    """Breaks a stream that went quiet after it started, from a watching thread.
+
+    The HTTP client has one read timeout for every wait on the socket, and the first wait
+    (the prompt read) is far longer than any pause mid-answer may be. So the read timeout
+    is the first-token one, and once the first chunk arrived this guard shuts the socket
+    when no chunk came for ``seconds``: the blocked read returns at once, and the stream's
+    error says it stalled.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._last = time.monotonic()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.fired = False
+
+    def watch(self, response: Any) -> None:
+        """A chunk arrived: start watching on the first, note the time on every one."""
+        self.tick()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(response,), name="model-idle-guard", daemon=True
+            )
+            self._thread.start()
+
+    def tick(self) -> None:
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _run(self, response: Any) -> None:
+        while True:
+            left = self._last + self._seconds - time.monotonic()
+            if left <= 0:
+                break
+            if self._done.wait(left):
+                return
+        self.fired = True
+        _break_connection(response)
+
+
+def _break_connection(response: Any) -> None:
+    """Wake a read blocked on ``response``'s socket: shut the socket down (closing it from
+    another thread would not wake the read)."""
+    stream = getattr(response, "extensions", {}).get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            response.close()
+    except OSError:
+        pass  # already closed: the read has returned
 
 
 class _StreamAssembly:
     """Accumulates streamed chunks into the final Completion.
 
     Tool calls arrive as fragments keyed by index (id and name first, then the
-    arguments in pieces), so they are assembled per index rather than per chunk.
+    arguments in pieces), so they are assembled per index rather than per chunk. The text
+    passes the reasoning filter: a leading ``<think>`` block is neither streamed nor kept.
     """
 
     def __init__(self, *, model: str) -> None:
@@ -147,6 +302,8 @@ class _StreamAssembly:
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Usage | None = None
         self._finished = False
+        self._reasoning = ReasoningFilter()
+        self.tail = ""  # what the filter released only at the end
 
     def add(self, chunk: Any) -> str:
         """Take in one chunk and return its text delta ("" when it carries none)."""
@@ -162,7 +319,7 @@ class _StreamAssembly:
             for fragment in delta.tool_calls or ():
                 self._add_tool_call_fragment(fragment)
             if delta.content:
-                text += storable_text(delta.content)
+                text += self._reasoning.feed(storable_text(delta.content))
         self._content.append(text)
         return text
 
@@ -178,6 +335,8 @@ class _StreamAssembly:
         """Return the assembled answer; a stream that ended without a finish reason was cut."""
         if not self._finished:
             raise LLMError("model endpoint closed the stream before the answer was complete")
+        self.tail = self._reasoning.flush()
+        self._content.append(self.tail)
         tool_calls = tuple(
             ToolCall(
                 id=storable_text(call["id"]) or f"call_{index}",
@@ -209,32 +368,6 @@ def _error_detail(body: object) -> str:
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         return one_line(body["message"], _ERROR_DETAIL_LIMIT)
     return one_line(str(body), _ERROR_DETAIL_LIMIT) if body else "no details"
-
-
-_CODE_FENCE = re.compile(r"^```[A-Za-z]*\s*(.*?)\s*```$", re.DOTALL)
-
-
-def parse_json_object(content: str) -> dict:
-    """Parse a JSON-mode answer into a dict, or raise LLMError.
-
-    Small local models sometimes wrap JSON-mode output in a Markdown code fence even
-    though the API asked for bare JSON; one surrounding fence is tolerated.
-    """
-    text = content.strip()
-    fenced = _CODE_FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise LLMError(
-            f"model answer is not valid JSON: {one_line(content, _QUOTE_LIMIT)!r}"
-        ) from err
-    if not isinstance(value, dict):
-        raise LLMError(
-            f"model answer is JSON but not an object: {one_line(content, _QUOTE_LIMIT)!r}"
-        )
-    return storable_json(value)
 
 
 # --- the offline model -------------------------------------------------------------------

@@ -9,7 +9,16 @@ from typing import Protocol
 
 
 class LLMError(Exception):
-    """Any failure to get a usable answer from the model, with a short readable message."""
+    """Any failure to get a usable answer from the model, with a short readable message.
+
+    ``status`` is the endpoint's HTTP status when it answered with an error (or named one
+    in an error event of a stream), None otherwise: callers decide from it whether asking
+    differently may help (a 400 on a ``response_format``, a 500 on a request with tools).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,9 @@ class ChatModel(Protocol):
         """
         ...
 
-    def complete_json(self, *, messages: list[dict]) -> dict:
-        """Make one non-streaming JSON-mode call and return the parsed JSON object."""
+    def complete_json(
+        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+    ) -> dict:
+        """Ask for one JSON object (conforming to ``schema`` where the endpoint can
+        constrain it) and return it parsed."""
         ...

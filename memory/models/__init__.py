@@ -3,11 +3,13 @@
 A package rather than one ``models.py``, so no file passes the 600-line limit as records
 are added: ``core`` holds the conversation and its records (organizations, agents,
 sessions, topics, messages, notes, the audit trail, leases, deletions), ``facts`` the
-durable facts and their history; a new kind of record gets a module of its own beside
+durable facts and their history, ``consolidation`` the runs of the consolidator (what
+each changed and how to undo it); a new kind of record gets a module of its own beside
 it. Everything is imported from here, whatever module defines it:
 ``from memory.models import Topic``.
 """
 
+from memory.models.consolidation import ConsolidationRun, ConsolidationRunQuerySet
 from memory.models.core import (
     DEFAULT_MEMORY_TOKEN_BUDGET,
     IN_MEMORY,
@@ -35,6 +37,8 @@ __all__ = [
     "IN_MEMORY",
     "Agent",
     "AgentQuerySet",
+    "ConsolidationRun",
+    "ConsolidationRunQuerySet",
     "Deletion",
     "FactActor",
     "FactChange",

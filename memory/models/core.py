@@ -412,6 +412,9 @@ class Message(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    stopped = models.BooleanField(
+        default=False, help_text="A reply the user stopped: what had streamed until then."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MessageQuerySet.as_manager()
@@ -481,6 +484,7 @@ class MemoryDecision(models.Model):
         USER = "user", "User"
         AGENT = "agent", "Agent"
         SUMMARIZER = "summarizer", "Summarizer"
+        CONSOLIDATOR = "consolidator", "Consolidator"
 
     class Action(models.TextChoices):
         STATE = "state", "Memory state changed"
@@ -498,6 +502,14 @@ class MemoryDecision(models.Model):
     )
     from_state = models.CharField(max_length=12, choices=MemoryState.choices)
     to_state = models.CharField(max_length=12, choices=MemoryState.choices)
+    consolidation = models.ForeignKey(
+        "memory.ConsolidationRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="decisions",
+        help_text="The consolidation run that made (or undid) this decision.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -56,6 +56,7 @@ const thread = createThread({
   onRetry: retry,
   onOpenTopic: (id) => openTopic(id),
   onLoadEarlier: () => loadEarlier(),
+  onRegenerate: regenerate,
 });
 const inspector = createInspector({
   memory: memoryPanel({
@@ -94,7 +95,7 @@ const composer = createComposer({
   limit: config.limits.messageChars,
   draftKey: "driftless:draft:" + sessionId,
   onSubmit: submit,
-  onStop: null,
+  onStop: stop,
   onReconnect: () => socket.reconnectNow(),
 });
 
@@ -217,6 +218,19 @@ function setWorking(state) {
   updateComposer();
 }
 
+/** Stop the reply being written (the Stop button, Esc): what streamed is kept, marked stopped. */
+function stop() {
+  if (!working || !send({ type: "turn.cancel" })) return;
+  announce("Stopping the reply.");
+}
+
+/** Replace the last reply: the server takes it out (message.deleted) and answers again. */
+function regenerate() {
+  if (working || !send({ type: "turn.regenerate" })) return;
+  thread.clearFailure();
+  setWorking(true);
+}
+
 function retry() {
   if (!send({ type: "turn.retry" })) return;
   thread.clearFailure();
@@ -240,6 +254,12 @@ const handlers = {
       if (message.tool_name === "notes") inspector.refresh("notes");
       if (message.tool_name === "manage_topic_memory") inspector.refresh("memory");
     }
+  },
+  "message.deleted"({ topic_id: topicId, message_ids: ids }) {
+    if (topicId !== viewedId) return;
+    const gone = new Set(ids);
+    viewedMessages = viewedMessages.filter((message) => !gone.has(message.id));
+    thread.remove(ids);
   },
   "turn.started"() {
     thread.clearFailure();
@@ -384,7 +404,9 @@ document.querySelectorAll("[data-toggle]").forEach((button) => {
   });
 });
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") closeDrawers();
+  if (event.key !== "Escape") return;
+  if (working && !event.defaultPrevented) stop();
+  closeDrawers();
 });
 
 // --- the brain legend: shown until dismissed, then one click away ----------------------------

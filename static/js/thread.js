@@ -121,6 +121,7 @@ export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, 
     else mdNode.remove();
     const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
     if (calls.length) part.append(el("div", { class: "tools" }, calls.map(toolChip)));
+    if (message.stopped) part.append(el("p", { class: "stopped-note", text: message.content ? "Stopped" : "Stopped before the reply began" }));
     part.dataset.messageId = String(message.id);
   }
 
@@ -352,6 +353,22 @@ export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, 
       refreshActions();
     },
     has: (id) => rendered.has(id),
+    /** Take messages out (a reply replaced by a regenerated one). */
+    remove(ids) {
+      for (const id of ids) {
+        const node = rendered.get(id);
+        rendered.delete(id);
+        messages = messages.filter((message) => message.id !== id);
+        if (!node) continue;
+        const row = node.closest(".msg");
+        node.remove();
+        if (row && row.classList.contains("msg-assistant") && !row.querySelector(".part")) {
+          row.remove();
+          if (group && group.node === row) group = null;
+        }
+      }
+      refreshActions();
+    },
     /** The stored messages shown, in order. */
     messages: () => messages,
     delta(turnId, text) {

@@ -104,3 +104,48 @@ def open_chat(live, login, page):
         return page
 
     return open_
+
+
+@pytest.fixture(scope="session")
+def slow_model():
+    """A model whose replies stream for a minute (tests/browser/helpers.py)."""
+    from tests.browser.helpers import SlowModel
+
+    model = SlowModel()
+    yield model
+    model.close()
+
+
+def slow_server_env(slow_model) -> dict[str, str]:
+    return {
+        "DEBUG": "true",
+        "DRIFTLESS_TEST_OPENAI_BASE_URL": slow_model.base_url,
+        "LLM_MAX_RETRIES": "0",
+        "STREAM_BATCH_SECONDS": "0.05",
+    }
+
+
+@pytest.fixture(scope="session")
+def slow_server_url(django_db_setup, django_db_blocker, slow_model) -> str:
+    """daphne on the test database whose model is ``slow_model``."""
+    yield from start_daphne(slow_server_env(slow_model))
+
+
+@pytest.fixture
+def open_slow_chat(_allow_async_unsafe, transactional_db, slow_server_url, context, page):
+    """Open a session's chat page, served by the server whose model is slow."""
+    from django.test import Client
+
+    def open_(session):
+        client = Client()
+        client.force_login(session.user)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": slow_server_url}]
+        )
+        page.set_default_timeout(10_000)
+        page.goto(f"{slow_server_url}/sessions/{session.pk}/")
+        page.wait_for_selector("#conn[data-state=open]")
+        return page
+
+    return open_

@@ -26,3 +26,104 @@ def in_thread(fn, *args, **kwargs):
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+class SlowModel:
+    """An OpenAI-compatible endpoint whose streamed replies take long: one word every
+    ``interval`` seconds, ``words`` of them, so a test can act while a reply streams
+    (Stop, a restart). Requests without ``stream`` (summaries, drift) get ``{}``, which
+    their callers set aside for their model-free fallbacks. ``cut`` is set when a client
+    closed a stream before its end."""
+
+    def __init__(self, *, words: int = 600, interval: float = 0.1) -> None:
+        import http.server
+
+        self.words = words
+        self.interval = interval
+        self.cut = threading.Event()
+        self.streams = 0
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                import json
+
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if body.get("stream"):
+                    model.streams += 1
+                    model._stream(self)
+                else:
+                    model._complete(self)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def text(self, words: int | None = None) -> str:
+        return "".join(f"word{n} " for n in range(self.words if words is None else words))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @staticmethod
+    def _chunk(delta: dict, finish: str | None = None) -> bytes:
+        import json
+
+        chunk = {
+            "id": "slow",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "slow",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    def _stream(self, handler) -> None:
+        import time
+
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        try:
+            handler.wfile.write(self._chunk({"role": "assistant", "content": ""}))
+            for n in range(self.words):
+                handler.wfile.write(self._chunk({"content": f"word{n} "}))
+                handler.wfile.flush()
+                time.sleep(self.interval)
+            handler.wfile.write(self._chunk({}, "stop") + b"data: [DONE]\n\n")
+        except OSError:  # the client closed the stream: a Stop, or a server that went away
+            self.cut.set()
+        handler.close_connection = True
+
+    def _complete(self, handler) -> None:
+        import json
+
+        body = json.dumps(
+            {
+                "id": "slow",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "slow",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "{}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        ).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)

@@ -1,0 +1,242 @@
+"""The memory QA bench (bench/memory_qa.py) end to end on a tiny history, with a scripted
+model behind the fake OpenAI-compatible server: every system's score is known in advance,
+so the harness (ingestion through the pipeline, the new sessions, the baselines, the
+scoring, the targets and the exit status) is checked, not the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI, _Script
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from memory_qa_data import (  # noqa: E402
+    DataError,
+    Question,
+    load_histories,
+    normalize,
+    parse_history,
+    score_reply,
+    token_f1,
+)
+
+KILN = [
+    ("user", "I finally bought a kiln. I got it second-hand from Gwen, my pottery teacher."),
+    ("assistant", "Congratulations! A second-hand kiln from your teacher is a good start."),
+    (
+        "user",
+        "It needs a 32 amp circuit. My sibling relocates to Lisbon in March, so he can't help.",
+    ),
+    ("assistant", "Then book an electrician for the circuit; that is not a DIY job."),
+    ("user", "Also, we will paint the kitchen green next month."),
+    ("assistant", "Green will look lovely beside the kiln corner."),
+]
+LOCKER = [
+    ("user", "Quick one: my gym locker code is 3141, remind me if I forget."),
+    ("assistant", "Noted: 3141."),
+]
+KITCHEN = [
+    ("user", "Change of plan for the kitchen paint: yellow, not the first colour."),
+    ("assistant", "Yellow it is, bright and warm."),
+]
+QUESTIONS = [
+    {"q": "Who sold me the kiln?", "answer": "Gwen", "kind": "fact", "evidence": [[0, 0]]},
+    {"q": "What is my gym locker code?", "answer": "3141", "kind": "detail-in-small-talk"},
+    {"q": "What is my sister's name?", "answer": "unknown", "kind": "abstain"},
+    {"q": "Which city is my brother moving to?", "answer": "Lisbon", "kind": "multi"},
+    {"q": "What colour will the kitchen paint be?", "answer": "yellow", "kind": "update"},
+]
+HISTORY = {
+    "id": "tiny-1",
+    "lang": "en",
+    "sessions": [
+        {"date": "2026-01-10", "turns": [{"role": r, "text": t} for r, t in KILN]},
+        {"date": "2026-02-03", "turns": [{"role": r, "text": t} for r, t in LOCKER]},
+        {"date": "2026-02-20", "turns": [{"role": r, "text": t} for r, t in KITCHEN]},
+    ],
+    "questions": QUESTIONS,
+}
+
+
+class ScriptedMemoryModel:
+    """A model that knows an answer exactly when it can read it: it answers "It is X."
+    when a question's gold answer is in what it was sent (besides the question), else
+    searches past chats with recall when it has the tool and has not yet, else says it
+    does not know. Summaries keep every user line and ask to be remembered; the drift
+    call never sees a new subject."""
+
+    def __init__(self, questions: list[dict]) -> None:
+        self.answers = {q["q"]: q["answer"] for q in questions}
+        self.chat_calls = 0
+        self.tool_calls = 0
+
+    def __call__(self, body: dict) -> _Script:
+        messages = body["messages"]
+        if body.get("response_format"):
+            return _Script(content=json.dumps(self._json(messages)))
+        self.chat_calls += 1
+        question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+        seen = " ".join(
+            str(m.get("content") or "") for m in messages if m.get("content") != question
+        )
+        gold = self.answers.get(question, "")
+        if gold != "unknown" and normalize(gold) in normalize(seen):
+            return _Script(content=f"It is {gold}.")
+        tools = [t["function"]["name"] for t in body.get("tools") or ()]
+        if "recall" in tools and not any(m["role"] == "tool" for m in messages[-3:]):
+            self.tool_calls += 1
+            arguments = json.dumps({"operation": "search", "query": question})
+            return _Script(tool_calls=((f"call_{self.tool_calls}", "recall", arguments),))
+        return _Script(content="I don't know.")
+
+    @staticmethod
+    def _json(messages: list[dict]) -> dict:
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        if "change of subject" in text:
+            return {"drifted": False, "start": None}
+        said = re.findall(r"^User: (.+)$", text, flags=re.MULTILINE)
+        title = " ".join(said[0].split()[:4]) if said else "Chat"
+        return {"title": title, "summary": " ".join(said), "include_in_memory": True}
+
+
+class ScriptedServer(FakeOpenAI):
+    """The fake server answering every request from ``script`` (tool calls included)."""
+
+    def __init__(self, script: ScriptedMemoryModel) -> None:
+        super().__init__()
+        self.script = script
+
+    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            return self.script(body)
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(json.dumps(HISTORY) + "\n", encoding="utf-8")
+    model = ScriptedMemoryModel(QUESTIONS)
+    server = ScriptedServer(model)
+    yield server, model, data
+    server.close()
+
+
+def run_bench(server: FakeOpenAI, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DRIFTLESS_VAR_DIR")
+    }
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="bench-key",
+        DRIFTLESS_MODEL="scripted",
+        DRIFT_DETECTOR="auto",
+        LLM_MAX_RETRIES="0",
+    )
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "memory_qa.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_harness_gives_each_system_the_score_it_should(scripted, tmp_path):
+    server, model, data = scripted
+    out = tmp_path / "replies.jsonl"
+
+    run = run_bench(server, "--data", str(data), "--out", str(out))
+
+    assert run.returncode == 1, run.stdout + run.stderr  # a target is missed: see below
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    systems = report["systems"]
+    right = {name: systems[name]["right"] for name in systems}
+    # none: only the abstain question; retrieval: the index finds the kiln, the locker
+    # and the kitchen paint by their words, never "brother" in "my sibling relocates";
+    # full history and Driftless (memory for the long topic, recall for the short ones)
+    # answer all five.
+    assert right == {"none": 1, "retrieval": 4, "full": 5, "driftless": 5}
+    # "It is Gwen." against "Gwen": precision 1/3, recall 1 -> F1 0.5, as for every right
+    # one-word answer; a right abstention scores 1.
+    assert systems["driftless"]["f1"] == pytest.approx((4 * 0.5 + 1) / 5)
+    assert systems["none"]["f1"] == pytest.approx(1 / 5)
+    assert systems["retrieval"]["f1"] == pytest.approx((3 * 0.5 + 1) / 5)
+    assert report["ingestion"][0] | {"seconds": 0} == report["ingestion"][0] | {
+        "sessions": 3,
+        "messages": 10,
+        "topics": 3,
+        "promoted": 1,  # the kiln topic; the two short ones are under MIN_MEMORY_TURNS
+        "forks": 0,
+        "seconds": 0,
+    }
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    driftless = {row["q"]: row for row in rows if row["system"] == "driftless"}
+    assert driftless["What is my gym locker code?"]["detail"] == "recall"  # found by recall
+    assert driftless["Who sold me the kiln?"]["detail"] == ""  # found in memory
+    assert driftless["What is my sister's name?"]["reply"] == "I don't know."
+    targets = report["targets"]
+    assert {name: t["ok"] for name, t in targets.items()} == {
+        "vs_none": True,
+        "vs_retrieval": True,
+        "vs_full": False,  # a three-session history is smaller than the tools' schemas
+        "update_vs_fact": True,
+    }
+    assert targets["vs_full"]["token_share"] > 1
+    assert "target vs_full: MISSED" in run.stdout
+    header = next(line for line in run.stdout.splitlines() if line.strip().startswith("system"))
+    for column in ("accuracy", "F1", "prompt tok/q", "fact", "update", "abstain"):
+        assert column in header
+
+
+def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
+    server, model, data = scripted
+
+    run = run_bench(server, "--data", str(data), "--systems", "none,driftless")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert set(report["systems"]) == {"none", "driftless"}
+    assert report["ok"] is True and set(report["targets"]) == {"vs_none", "update_vs_fact"}
+
+
+def test_scoring_normalizes_and_abstains_in_several_languages():
+    fact = Question("Wer?", "Gwen Hollis", "fact", accept=("Mrs Hollis",))
+    # four words said, both wanted: precision 1/2, recall 1
+    assert score_reply(fact, "Das war GWEN  Hollis!") == (True, pytest.approx(2 / 3))
+    assert score_reply(fact, "It was Mrs. Hollis.")[0] is True  # an accepted alternative
+    assert score_reply(fact, "Gwendolyn")[0] is False  # whole words only
+    place = Question("Où ?", "Zürich", "fact")
+    assert score_reply(place, "À zurich, je crois.")[0] is True
+    abstain = Question("¿Cómo se llama?", "unknown", "abstain")
+    for reply in ("No lo sé.", "Je ne sais pas.", "Das weiß ich nicht.", "I don't know."):
+        assert score_reply(abstain, reply) == (True, 1.0)
+    assert score_reply(abstain, "Her name is Ana.") == (False, 0.0)
+    assert score_reply(abstain, "") == (False, 0.0)
+    assert token_f1("the kiln", "a kiln") == 1.0
+
+
+def test_the_reader_names_what_is_wrong(tmp_path):
+    bad = dict(HISTORY, questions=[{"q": "x", "answer": "y", "kind": "gossip"}])
+    with pytest.raises(DataError, match="unknown kind 'gossip'"):
+        parse_history(bad)
+    outside = dict(HISTORY, questions=[{**QUESTIONS[0], "evidence": [[5, 0]]}])
+    with pytest.raises(DataError, match="outside the history"):
+        parse_history(outside)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(HISTORY) + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(DataError, match="bad.jsonl:2"):
+        load_histories(path)
