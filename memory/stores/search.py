@@ -131,7 +131,7 @@ def _facts(*, user, words: list[str]) -> list[SearchHit]:
 
 class StoredVector(Expression):
     """A message's tsvector as stored (the generated column ``search_vector``, made by
-    migration 0009 and kept by ``ensure_search_index``): matching and ranking read it
+    migration 0011 and kept by ``ensure_search_index``): matching and ranking read it
     instead of parsing every matching message again."""
 
     output_field = SearchVectorField()

@@ -27,6 +27,6 @@ def _run(statements):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memory", "0008_fact_provenance")]
+    dependencies = [("memory", "0010_consolidation")]
 
     operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
