@@ -1,4 +1,6 @@
-"""Refuse a request whose address is not UTF-8 text once percent-decoded.
+"""Two small HTTP middlewares: addresses that are not UTF-8, and API answers never stored.
+
+Refuse a request whose address is not UTF-8 text once percent-decoded.
 
 Servers decode such a path differently (daphne turns ``%ED%A0%80`` into replacement
 characters, WSGI keeps the escapes), so a fact key in the address could be stored as
@@ -39,3 +41,19 @@ class Utf8PathMiddleware:
                     status=400,
                 )
         return self.get_response(request)
+
+
+class NoStoreApiMiddleware:
+    """Every answer of the agents API carries ``Cache-Control: no-store``: it is one user's
+    own data, which no browser or proxy cache should keep."""
+
+    PREFIX = "/agents-api/"
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.path.startswith(self.PREFIX):
+            response["Cache-Control"] = "no-store"
+        return response

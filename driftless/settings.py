@@ -92,6 +92,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "chat.middleware.Utf8PathMiddleware",
+    "chat.middleware.NoStoreApiMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -319,6 +320,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     # The memory state appears in topics and in the curation request: one enum for both.
     "ENUM_NAME_OVERRIDES": {"MemoryStateEnum": "memory.models.MemoryState"},
+    # The schema maps every endpoint and limit: for logged-in callers only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 
 LANGUAGE_CODE = "en-us"
