@@ -71,6 +71,8 @@ LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 # The proxies in front (their addresses as the server sees them): X-Forwarded-For is read
 # only from these, its rightmost other entry being the client. Empty: the header is ignored.
 FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
+# Searches and new sessions per user a minute on the pages (chat/middleware.py).
+PAGE_RATE_PER_MINUTE = env_int("PAGE_RATE_PER_MINUTE", 30, minimum=1)
 
 INSTALLED_APPS = [
     "daphne",
@@ -99,6 +101,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "chat.middleware.CostlyPageRateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "chat.errors.ErrorIdMiddleware",

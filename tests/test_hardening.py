@@ -131,3 +131,15 @@ def test_the_providers_own_error_text_stays_in_the_log(session, fake_openai, cap
     assert any(
         error_id in r.getMessage() and "proj_Ab12Cd34" in r.getMessage() for r in caplog.records
     )
+
+
+def test_the_pages_that_cost_work_are_rate_limited_per_user(client, alice, bob, settings):
+    settings.PAGE_RATE_PER_MINUTE = 3
+    client.force_login(alice)
+    codes = [client.get("/search/", {"q": "tea"}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    assert client.get("/search/", {"q": "tea"})["Retry-After"] == "60"
+    other = APIClient()
+    other.force_login(bob)
+    assert other.get("/search/", {"q": "tea"}).status_code == 200  # a count per user
+    assert client.get("/").status_code == 200  # other pages are not counted
