@@ -19,6 +19,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.origin import SameOriginValidator  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.socket_limits import SocketLimits  # noqa: E402
 from driftless.body_limit import BodyLimit  # noqa: E402
 
 # Static files come from WhiteNoise's middleware (driftless/settings.py), in every mode.
@@ -26,6 +27,9 @@ application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_http),  # an oversized body is refused unread
         # The page must come from this site, scheme and port included (chat/origin.py).
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Sockets per user and frames per socket are capped (chat/socket_limits.py).
+        "websocket": SameOriginValidator(
+            AuthMiddlewareStack(SocketLimits(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

@@ -73,6 +73,10 @@ LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
 # Searches and new sessions per user a minute on the pages (chat/middleware.py).
 PAGE_RATE_PER_MINUTE = env_int("PAGE_RATE_PER_MINUTE", 30, minimum=1)
+# Open sockets of one user per server process, and frames a socket may send a minute
+# (chat/socket_limits.py).
+SOCKETS_PER_USER = env_int("SOCKETS_PER_USER", 20, minimum=1)
+SOCKET_FRAMES_PER_MINUTE = env_int("SOCKET_FRAMES_PER_MINUTE", 120, minimum=1)
 
 INSTALLED_APPS = [
     "daphne",

@@ -21,6 +21,14 @@ from tests.test_consumer import login_cookie
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _no_background_evaluations(monkeypatch):
+    """A socket's disconnect schedules an evaluation in a timer thread: none here."""
+    from memory.actions import scheduling
+
+    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
+
+
 def test_the_openapi_schema_needs_a_login(client, alice):
     assert client.get("/agents-api/schema/").status_code in (401, 403)
     client.force_login(alice)
@@ -143,3 +151,37 @@ def test_the_pages_that_cost_work_are_rate_limited_per_user(client, alice, bob, 
     other.force_login(bob)
     assert other.get("/search/", {"q": "tea"}).status_code == 200  # a count per user
     assert client.get("/").status_code == 200  # other pages are not counted
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_user_holds_a_bounded_number_of_sockets(alice, session, settings):
+    from tests.test_consumer import open_socket
+
+    settings.SOCKETS_PER_USER = 2
+    first, ok1 = await open_socket(alice, session.pk)
+    second, ok2 = await open_socket(alice, session.pk)
+    third, ok3 = await open_socket(alice, session.pk)
+    assert (ok1, ok2) == (True, True)
+    assert ok3 == 1013  # refused: try again later
+    await first.disconnect()
+    fourth, ok4 = await open_socket(alice, session.pk)
+    assert ok4 is True
+    for socket in (second, fourth):
+        await socket.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_frames_past_the_rate_are_dropped_and_the_socket_told_once(alice, session, settings):
+    from tests.test_consumer import connected_socket, send
+
+    settings.SOCKET_FRAMES_PER_MINUTE = 3
+    socket = await connected_socket(alice, session.pk)
+    try:
+        for _ in range(6):
+            await send(socket, {"type": "turn.retry"})
+        codes = [(await socket.receive_json_from(timeout=10))["code"] for _ in range(4)]
+        # The refusal is sent as the frame arrives; the consumer answers the others.
+        assert sorted(codes) == ["nothing_to_retry"] * 3 + ["rate_limited"]
+        assert await socket.receive_nothing(timeout=0.5)
+    finally:
+        await socket.disconnect()
