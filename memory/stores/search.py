@@ -157,8 +157,9 @@ MESSAGE_VECTOR_SQL = (
 )
 # A search ranks at most this many of the newest matches, and writes snippets for the
 # page it returns only. Messages are looked for first among the newest RECENT_WINDOW
-# (a common word is found there at once, by the primary key); when that window holds too
-# few, and for topics (far fewer), all the matches come from the GIN index.
+# (a common word is found there at once, by the primary key); when that window holds less
+# than a page, and for topics (far fewer), the matches come from the GIN index, which
+# then has few to read (fewer than a page in every RECENT_WINDOW rows, on average).
 RANKED_CANDIDATES = 200
 RECENT_WINDOW = 4_000
 # A search that still runs this long is stopped (SearchTooSlow), not left to take a core.
@@ -197,11 +198,14 @@ def time_limited() -> Iterator[None]:
         raise
 
 
-def _newest_matches(rows, vector, query: SearchQuery, text: str, *, window: int) -> list[int]:
+def _newest_matches(
+    rows, vector, query: SearchQuery, text: str, *, window: int, enough: int
+) -> list[int]:
     """The ids of the newest RANKED_CANDIDATES rows of ``rows`` matching ``query`` (whose
-    tsquery text is ``text``), looked for first among the newest ``window`` rows."""
+    tsquery text is ``text``), looked for first among the newest ``window`` rows: when
+    those hold ``enough`` (a page), they are the candidates."""
     found = _matches_in_window(rows, vector, text, window=window) if window else []
-    if len(found) == RANKED_CANDIDATES:
+    if len(found) >= enough:
         return found
     # Too few in the window: every match, through the index (the CTE keeps the planner
     # from walking the primary key backwards through every row to find a rare word).
@@ -280,7 +284,7 @@ class _postgres:
         # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
         text = " & ".join(f"{word}:*" for word in words)
         query = SearchQuery(text, config=PG_CONFIG, search_type="raw")
-        candidates = _newest_matches(rows, vector, query, text, window=window)
+        candidates = _newest_matches(rows, vector, query, text, window=window, enough=limit)
         model = rows.model
         best = list(
             model.objects.filter(pk__in=candidates)
