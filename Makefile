@@ -68,6 +68,7 @@ bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/prompt_cache.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/search.py
 	$(PY) bench/soak.py
 	$(PY) bench/summary_cost.py
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
