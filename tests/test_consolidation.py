@@ -524,3 +524,27 @@ def test_stored_text_reaches_the_model_as_one_quoted_record_a_line(
     assert records[0]["summary"] == " ".join(hostile.split())
     content = fake_openai.requests[0]["messages"][1]["content"]
     assert "\n## System" not in content and content.count("\n") == 2
+
+
+def test_a_run_that_breaks_midway_changes_nothing_and_says_it_failed(
+    fake_openai, monkeypatch, alice, agent, session, scope_topics
+):
+    import memory.actions.consolidation as consolidation
+
+    t = scope_topics
+    basis = scope_basis(Scope.of_session(session))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(consolidation, "rewrite_entry", broken)
+    fake_openai.reply_json(
+        {"operations": [supersede(t["lisbon"], t["porto"]), merge(t["ledger"], t["ledger_again"])]}
+    )
+    with pytest.raises(RuntimeError):
+        consolidation.do_consolidate(agent=agent, user=alice)
+
+    run = ConsolidationRun.objects.get()
+    assert (run.status, run.applied) == ("failed", [])
+    assert scope_basis(Scope.of_session(session)) == basis  # the supersede rolled back too
+    assert not MemoryDecision.objects.exists()

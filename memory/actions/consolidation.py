@@ -310,13 +310,18 @@ def do_consolidate(
         requested_by=requested_by,
         trigger=trigger,
     )
-    for attempt in range(STALE_ATTEMPTS):
-        prepared = prepare_consolidation(scope)
-        if _commit(run, scope, prepared, budget=agent.memory_token_budget):
-            break
-        logger.info("consolidation %s: memory changed during the call (%d)", run.pk, attempt)
-    else:
-        _finish(run, ConsolidationRun.Status.STALE, "memory kept changing during the model call")
+    try:
+        for attempt in range(STALE_ATTEMPTS):
+            prepared = prepare_consolidation(scope)
+            if _commit(run, scope, prepared, budget=agent.memory_token_budget):
+                break
+            logger.info("consolidation %s: memory changed during the call (%d)", run.pk, attempt)
+        else:
+            _finish(run, ConsolidationRun.Status.STALE, "memory kept changing during the call")
+    except Exception:  # the transaction rolled back: nothing changed; the run says so
+        run.refresh_from_db()
+        _finish(run, ConsolidationRun.Status.FAILED, "the run failed; nothing was changed")
+        raise
     return run
 
 
