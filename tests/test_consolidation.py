@@ -177,6 +177,8 @@ def test_a_supersede_through_rest_deprecates_the_reversed_decision(
     )
     listed = as_alice.get(RUNS.format(agent=agent.pk)).json()
     assert [r["id"] for r in listed] == [run["id"]]
+    one = as_alice.get(f"/agents-api/memory/consolidations/{run['id']}").json()
+    assert one == listed[0] and one["refused"] == []
 
 
 # --- the human always wins -----------------------------------------------------------------
