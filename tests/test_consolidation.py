@@ -550,3 +550,26 @@ def test_a_run_that_breaks_midway_changes_nothing_and_says_it_failed(
     assert (run.status, run.applied) == ("failed", [])
     assert scope_basis(Scope.of_session(session)) == basis  # the supersede rolled back too
     assert not MemoryDecision.objects.exists()
+
+
+def test_a_merged_away_topic_is_not_promoted_again_by_its_summary_until_the_user_writes(
+    as_alice, fake_openai, agent, session
+):
+    from memory.actions.summarize import do_summarize_topic
+    from tests.memory_builders import add_messages
+
+    old = add_topic(session, title="Ledger", summary="On Postgres.", keep=True, age_days=9)
+    add_messages(session, 6, topic=old)
+    new = add_topic(session, title="Ledger DB", summary="Postgres 16.", keep=True, messages=2)
+    fake_openai.reply_json({"operations": [merge(old, new)]})
+    assert consolidate(as_alice, agent).json()["status"] == "applied"
+    answer = {"title": "Ledger", "summary": "On Postgres.", "include_in_memory": True}
+
+    fake_openai.reply_json(answer)
+    do_summarize_topic(topic_id=old.pk)
+    assert fresh(old).keep_in_memory is False  # the merged entry holds it
+
+    add_messages(session, 2, topic=old, prefix="Also: nightly backups. ")
+    fake_openai.reply_json(answer)
+    do_summarize_topic(topic_id=old.pk)
+    assert fresh(old).keep_in_memory is True  # new words of the user: the summary decides

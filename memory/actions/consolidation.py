@@ -516,7 +516,9 @@ def do_undo_consolidation(*, run: ConsolidationRun, user) -> ConsolidationRun:
             topic = topics.get(topic_id)
             if topic is None:
                 raise ConsolidationConflict(f"entry #{topic_id} was deleted since: cannot undo")
-            if topic_fields(topic) != run.result.get(str(topic_id)):
+            left = run.result.get(str(topic_id), {})
+            now = topic_fields(topic)
+            if not left or any(now.get(key) != value for key, value in left.items()):
                 raise ConsolidationConflict(
                     f"entry #{topic_id} ({one_line(topic.title, 60)}) changed since this "
                     "consolidation: undoing it would overwrite that change"
