@@ -573,3 +573,16 @@ def test_a_merged_away_topic_is_not_promoted_again_by_its_summary_until_the_user
     fake_openai.reply_json(answer)
     do_summarize_topic(topic_id=old.pk)
     assert fresh(old).keep_in_memory is True  # new words of the user: the summary decides
+
+
+def test_a_second_consolidation_of_a_scope_is_refused_while_one_runs(
+    as_alice, fake_openai, alice, agent, session, scope_topics
+):
+    from memory.stores import leases
+
+    scope = Scope.of_session(session)
+    with leases.lease(f"consolidation:{scope.key}"):  # as a run in another process holds it
+        response = consolidate(as_alice, agent)
+    assert response.status_code == 409 and response.json()["code"] == "consolidation_conflict"
+    assert "running now" in response.json()["detail"]
+    assert not ConsolidationRun.objects.exists() and fake_openai.requests == []
