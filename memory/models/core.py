@@ -322,6 +322,12 @@ class Topic(models.Model):
         help_text="Set when the agent promoted explicitly: the topic's last message then. "
         "A summary's false demotes it only once the user has written again.",
     )
+    consolidated_through_seq = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Set when the consolidator merged this topic into another entry: its last "
+        "message then. Its summary does not promote it again until the user writes again.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 

@@ -42,7 +42,8 @@ def record_state_change(
 
 def apply_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecision | None:
     """The summary's include_in_memory, unless the user already chose, or the agent
-    promoted the topic explicitly and the user has not written in it since.
+    promoted the topic explicitly and the user has not written in it since, or the
+    consolidator merged it into another entry and the user has not written in it since.
 
     The caller holds the topic row (select_for_update) inside its transaction.
     """
@@ -54,6 +55,12 @@ def apply_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecisi
         and not topic.has_user_message_after(topic.agent_promoted_through_seq)
     ):
         return None  # the agent's promise stands until there is new evidence
+    if (
+        keep_in_memory
+        and topic.consolidated_through_seq is not None
+        and not topic.has_user_message_after(topic.consolidated_through_seq)
+    ):
+        return None  # merged into another entry by the consolidator: that entry holds it
     before = topic.memory_state
     topic.keep_in_memory = keep_in_memory
     return record_state_change(
