@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -18,8 +18,9 @@ from django.views.decorators.http import require_POST
 from chat.api.scoping import owned_session_or_404
 from chat.api.search import hit_url
 from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
-from chat.page_config import page_config
+from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
+from memory.actions.portability import export_memory
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
 from memory.lib.text import UNTITLED_SESSION
@@ -126,8 +127,38 @@ def chat(request, session_id: int):
         "current_id": session.pk,
         "initial": initial,
         "config": config,
+        "model": model_shown(session.agent),
     }
     return render(request, "chat/session.html", context)
+
+
+@never_cache
+@login_required
+def data_page(request):
+    """Your data: export a memory as a JSON file, import one (a preview, then the result)."""
+    agents = list(Agent.objects.usable_by(request.user))
+    return render(
+        request,
+        "chat/data.html",
+        {"agents": agents, "config": page_config(request), "query": ""},
+    )
+
+
+@never_cache
+@login_required
+def data_export(request):
+    """The export as a file download, JSON whatever the browser asks for: the same
+    document as ``GET /agents-api/memory/export`` (docs/memory-export.md)."""
+    agent_id = request.GET.get("agent", "")
+    if not agent_id.isdecimal():
+        raise Http404("no such agent")
+    agent = get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+    whole = request.GET.get("sessions") == "true"
+    document = export_memory(user=request.user, agent=agent, include_sessions=whole)
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 1})
+    kind = "everything" if whole else "memory"
+    response["Content-Disposition"] = f'attachment; filename="driftless-{kind}-{agent.pk}.json"'
+    return response
 
 
 @login_required
