@@ -31,9 +31,17 @@ from memory.stores.search import SearchError, marked_segments, search_memory
 
 def sessions_for_list(user):
     """The user's sessions, latest first, with what a list shows: the title people see
-    (the session's own, else its active topic's) and the messages the thread shows
-    (the conversation: no tool calls or results)."""
-    active_title = Topic.objects.filter(session=OuterRef("pk"), is_active=True).values("title")
+    and the messages the thread shows (the conversation: no tool calls or results).
+
+    The title is stable: the session's own (the user's rename), else its first topic's
+    that has one. A fork never renames the session after its newest topic (issue 24: the
+    Japan chat became "Completely different thing: …")."""
+    first_title = (
+        Topic.objects.filter(session=OuterRef("pk"))
+        .exclude(title="")
+        .order_by("created_at", "pk")
+        .values("title")
+    )
     shown = (
         Message.objects.conversation()
         .filter(session=OuterRef("pk"))
@@ -46,14 +54,14 @@ def sessions_for_list(user):
         Session.objects.owned_by(user)
         .select_related("agent")
         .annotate(
-            active_topic_title=Subquery(active_title[:1]),
+            first_topic_title=Subquery(first_title[:1]),
             shown_messages=Coalesce(Subquery(shown), 0),
         )
     )
 
 
 def shown_title(session) -> str:
-    return session.title or session.active_topic_title or UNTITLED_SESSION
+    return session.title or session.first_topic_title or UNTITLED_SESSION
 
 
 def listed_sessions(user) -> list[Session]:
@@ -61,7 +69,7 @@ def listed_sessions(user) -> list[Session]:
     sessions = list(sessions_for_list(user))
     for session in sessions:
         session.shown_title = shown_title(session)
-        session.has_name = bool(session.title or session.active_topic_title)
+        session.has_name = bool(session.title or session.first_topic_title)
     return sessions
 
 
@@ -165,13 +173,15 @@ def data_export(request):
 def delete_session(request, session_id: int):
     """Ask, then delete: the page says plainly that it is permanent."""
     session = owned_session_or_404(request.user, session_id)
+    named = next((s for s in listed_sessions(request.user) if s.pk == session.pk), None)
+    name = named.shown_title if named else str(session)
     if request.method == "POST":
         try:
             do_delete_session(session=session, deleted_by=request.user, via=Deletion.Via.USER)
         except Refused as refused:  # a turn of the session is running, or a restart
             messages.error(request, f"Not deleted: {refused.message}")
             return redirect("delete-session", session_id=session.pk)
-        messages.success(request, f"“{session}” was deleted permanently.")
+        messages.success(request, f"“{name}” was deleted permanently.")
         return redirect("home")
     counts = session.topics.aggregate(
         topics=Count("pk"),
@@ -180,7 +190,12 @@ def delete_session(request, session_id: int):
     return render(
         request,
         "chat/delete_session.html",
-        {"session": session, "messages_total": session.messages.count(), **counts},
+        {
+            "session": session,
+            "session_name": name,
+            "messages_total": session.messages.count(),
+            **counts,
+        },
     )
 
 
