@@ -191,3 +191,34 @@ def test_a_server_restart_mid_reply_leaves_no_error_toast_and_one_bubble(
         assert page.locator("#thread .msg-assistant").count() <= 1  # never two bubbles
         assert "interrupted" in page.locator(".failure").inner_text()
         assert page.locator(".failure").get_by_role("button", name="Retry").is_visible()
+
+
+def test_one_click_too_many_on_a_brain_offers_undo(open_chat, session):
+    session.append_message(role=Message.Role.USER, content="Lisbon or Porto in May?")
+    session.append_message(role=Message.Role.ASSISTANT, content="Lisbon, then Porto by train.")
+    topic = session.active_topic()
+    Topic.objects.filter(pk=topic.pk).update(title="Trip planning", summary="Lisbon, then Porto.")
+    page = open_chat(session)
+    brain = page.locator(f'.topic[data-topic-id="{topic.pk}"] .brain')
+
+    with page.expect_response(lambda r: r.url.endswith(f"/topics/{topic.pk}/memory")):
+        brain.click()  # gray → teal: no toast
+    page.wait_for_function("() => !document.querySelector('.brain[aria-busy]')")
+    assert page.locator("#toast").is_hidden(), page.locator("#toast").inner_text()
+    with page.expect_response(lambda r: r.url.endswith(f"/topics/{topic.pk}/memory")):
+        brain.click()  # teal → red: said, with Undo
+    toast = page.locator("#toast")
+    toast.wait_for()
+    assert "no longer true" in toast.inner_text()
+    topic.refresh_from_db()
+    assert topic.memory_state == "deprecated"
+
+    with page.expect_response(lambda r: r.url.endswith(f"/topics/{topic.pk}/memory")):
+        toast.get_by_role("button", name="Undo").click()
+    page.wait_for_function(
+        "id => document.querySelector(`.topic[data-topic-id='${id}'] .brain`)"
+        ".dataset.state === 'promoted'",
+        arg=topic.pk,
+    )
+    topic.refresh_from_db()
+    assert topic.memory_state == "promoted"
