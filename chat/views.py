@@ -209,8 +209,21 @@ def search(request):
             hits = search_memory(user=request.user, query=query)
         except SearchError as err:
             error = err.message
+    # Where each hit is, and when: two topics of the same title are told apart.
+    names = {s.pk: s.shown_title for s in listed_sessions(request.user)} if hits else {}
+    dates = dict(
+        Topic.objects.filter(
+            pk__in=[hit.topic_id for hit in hits if hit.topic_id], session_id__in=names
+        ).values_list("pk", "created_at")
+    )
     results = [
-        {"hit": hit, "url": hit_url(hit), "segments": marked_segments(hit.snippet, query=query)}
+        {
+            "hit": hit,
+            "url": hit_url(hit),
+            "segments": marked_segments(hit.snippet, query=query),
+            "session_name": names.get(hit.session_id, ""),
+            "date": dates.get(hit.topic_id),
+        }
         for hit in hits
     ]
     return render(request, "chat/search.html", {"query": query, "results": results, "error": error})

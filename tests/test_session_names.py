@@ -41,3 +41,17 @@ def test_the_delete_page_and_its_notice_use_the_shown_name(db, session):
 
     done = client.post(f"/sessions/{session.pk}/delete/", follow=True).content.decode()
     assert "“Leaking tap” was deleted permanently." in done
+
+
+def test_search_results_say_which_session_and_when(db, alice, agent):
+    from memory.models import Session
+
+    for name in ("Lisbon, May", "Porto, June"):
+        found = Session.objects.start(user=alice, agent=agent, title=name)
+        Topic.objects.filter(pk=found.active_topic().pk).update(title="Trip plan")
+        found.append_message(role=Message.Role.USER, content="Book the trains for the trip")
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/search/", {"q": "trains"}).content.decode()
+    assert page.count('class="hit-where"') == 2
+    assert "in “Lisbon, May” · <time" in page and "in “Porto, June” · <time" in page
