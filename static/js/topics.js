@@ -22,10 +22,10 @@ import { url } from "./config.js";
 const NEXT = { none: "promoted", promoted: "deprecated", deprecated: "none" };
 const STATE_TEXT = {
   none: "Not in memory",
-  promoted: "Promoted: remembered in every session",
-  deprecated: "Deprecated: remembered as reversed, title only",
+  promoted: "In memory: remembered in every session",
+  deprecated: "No longer true: remembered as reversed, by its title only",
 };
-const ACTION_TEXT = { none: "promote it", promoted: "deprecate it", deprecated: "take it out of memory" };
+const ACTION_TEXT = { none: "remember it in every session", promoted: "mark it no longer true", deprecated: "take it out of memory" };
 const SETTLE_MS = 1500;
 const CHANGED_TEXT = { none: "not in memory", promoted: "promoted to memory", deprecated: "deprecated" };
 
