@@ -222,3 +222,38 @@ def test_one_click_too_many_on_a_brain_offers_undo(open_chat, session):
     )
     topic.refresh_from_db()
     assert topic.memory_state == "promoted"
+
+
+CONTRAST = """() => {
+  const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = (node) => {
+    for (; node; node = node.parentElement) {
+      const c = rgb(getComputedStyle(node).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const node of document.querySelectorAll('body *')) {
+    const own = [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim());
+    const style = getComputedStyle(node);
+    if (!own || !node.checkVisibility() || parseFloat(style.fontSize) >= 18) continue;
+    if (node.closest('[disabled], .hl, pre, code, mark, .brain-legend .brain')) continue;
+    const fg = lum(rgb(style.color)), bg = lum(background(node));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    if (ratio < 4.5) low.push(node.className + ' ' + ratio.toFixed(2) + ' ' + node.textContent.trim().slice(0, 30));
+  }
+  return low;
+}"""
+
+
+def test_small_text_has_a_contrast_of_at_least_4_5_to_1(open_chat, session, alice, agent):
+    other = Session.objects.start(user=alice, agent=agent, title="Lisbon trip")
+    other.append_message(role=Message.Role.USER, content="Trains or flights?")
+    session.append_message(role=Message.Role.USER, content="Which database?")
+    session.append_message(role=Message.Role.ASSISTANT, content="PostgreSQL.")
+    page = open_chat(session)
+    page.locator(".msg-assistant").hover()
+    assert page.evaluate(CONTRAST) == []
