@@ -226,8 +226,8 @@ def test_one_click_too_many_on_a_brain_offers_undo(open_chat, session):
 
 CONTRAST = """() => {
   const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
-    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const channel = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  const lum = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
   const background = (node) => {
     for (; node; node = node.parentElement) {
       const c = rgb(getComputedStyle(node).backgroundColor);
@@ -243,7 +243,8 @@ CONTRAST = """() => {
     if (node.closest('[disabled], .hl, pre, code, mark, .brain-legend .brain')) continue;
     const fg = lum(rgb(style.color)), bg = lum(background(node));
     const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
-    if (ratio < 4.5) low.push(node.className + ' ' + ratio.toFixed(2) + ' ' + node.textContent.trim().slice(0, 30));
+    const text = node.textContent.trim().slice(0, 30);
+    if (ratio < 4.5) low.push(node.className + ' ' + ratio.toFixed(2) + ' ' + text);
   }
   return low;
 }"""
