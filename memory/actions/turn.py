@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
@@ -186,9 +186,10 @@ def _replace_last_message(session: Session, message_id: int, content: str) -> Me
     gone = list(
         topic.messages.filter(seq__gte=last.seq).order_by("seq").values_list("pk", flat=True)
     )
-    Message.objects.filter(pk__in=gone).delete()
-    publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
-    return _store(session, role=Message.Role.USER, content=content)
+    with transaction.atomic():  # the old message goes only with the new one stored
+        Message.objects.filter(pk__in=gone).delete()
+        publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
+        return _store(session, role=Message.Role.USER, content=content)
 
 
 def _answered_by(topic: Topic, reply: Message) -> Message:
