@@ -191,7 +191,8 @@ class MessageCreated(TypedDict):
 
 class MessagesDeleted(TypedDict):
     """Messages were taken out of the thread: the last reply, replaced by a regenerated one
-    (``turn.regenerate``); the new reply streams next."""
+    (``turn.regenerate``), or the user's last message and its answer, replaced by the
+    edited message (``message.edit``); the new turn follows."""
 
     type: Literal["message.deleted"]
     topic_id: int
