@@ -216,7 +216,8 @@ def make_scope(name: str):
     from memory.models import Agent, Organization
 
     organization = Organization.objects.create(name=f"QA {name}", slug=f"qa-{name}"[:50])
-    agent = Agent.objects.create(organization=organization, name="Sage", soul=SOUL)
+    # Temperature 0 for every system (the baselines' calls ask for it too): repeatable.
+    agent = Agent.objects.create(organization=organization, name="Sage", soul=SOUL, temperature=0.0)
     users = []
     for role in ("user", "stranger"):
         user = get_user_model().objects.create_user(f"{role}-{name}"[:150], password=None)
