@@ -28,9 +28,11 @@ same answer model:
   oldest turns cut past ``--full-max-tokens`` (approximate tokens: the model's context);
 * ``retrieval``: one call with the raw turns (user and assistant) the product's full-text
   index ranks first for the question (memory/stores/recall.py's terms and index: BM25 on
-  SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the prompt size
-  Driftless used on that same question (approximate tokens of the requests, tools
-  included), or ``--retrieval-tokens`` when Driftless does not run.
+  SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the size of
+  Driftless's largest request on that same question (approximate tokens, its tools'
+  schemas included: the context it filled; a tool round re-sends that request plus the
+  results, mostly from the provider's cache), or ``--retrieval-tokens`` when Driftless
+  does not run.
 
 A reply is right when it holds the gold answer or one of its ``accept`` alternatives
 after normalization (case, accents, punctuation, English articles); ``abstain`` questions
@@ -417,7 +419,7 @@ def run_history(history: History, number: int, args, ledger: Ledger, pending: li
         for index, question in enumerate(history.questions):
             if system == "driftless":
                 answer = ask_product(user=user, agent=agent, question=question, ledger=ledger)
-                budgets[index] = sum(call.estimated for call in answer.calls)
+                budgets[index] = max((call.estimated for call in answer.calls), default=0)
             elif system == "none":
                 answer = ask_product(user=stranger, agent=agent, question=question, ledger=ledger)
             elif system == "full":
