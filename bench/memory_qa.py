@@ -63,6 +63,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -565,6 +566,9 @@ def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dic
 
 
 def select(histories: list[History], args) -> list[History]:
+    if args.ids:
+        wanted = args.ids.split(",")
+        histories = [history for history in histories if history.id in wanted]
     histories = histories[: args.histories] if args.histories else histories
     chosen = []
     for history in histories:
@@ -613,6 +617,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, default=2, help="LoCoMo: how many")
     parser.add_argument("--categories", default="1,2,3,4", help="LoCoMo: question categories")
     parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
+    parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
     parser.add_argument("--questions-per-history", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="at most N questions in all")
     parser.add_argument("--seed", type=int, default=22, help="for --questions-per-history")
@@ -648,17 +653,24 @@ def main(argv: list[str] | None = None) -> int:
 
         ledger, pending = Ledger(offline_ingest=args.ingest == "offline"), []
         install_recorder(ledger, pending)
-        scored, ingestion = [], []
-        for number, history in enumerate(histories):
-            rows, figures = run_history(history, number, args, ledger, pending)
-            scored += rows
-            ingestion.append(figures)
-            print(
-                f"history {history.id}: {len(history.questions)} questions, "
-                f"{time.perf_counter() - started:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+        scored, ingestion, done = [], [], []
+        signal.signal(signal.SIGTERM, _interrupt)  # ``timeout`` stops a slow run: report it
+        try:
+            for number, history in enumerate(histories):
+                rows, figures = run_history(history, number, args, ledger, pending)
+                scored += rows
+                ingestion.append(figures)
+                done.append(history)
+                print(
+                    f"history {history.id}: {len(history.questions)} questions, "
+                    f"{time.perf_counter() - started:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            print(f"interrupted: reporting the {len(done)} histories done", file=sys.stderr)
+        interrupted = len(done) < len(histories)
+        histories = done
         model = get_chat_model("chat").name
         detector = settings.DRIFT_DETECTOR
     finally:
@@ -666,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     systems, kinds = summarize(scored, args.systems), by_kind(scored)
     targets = check_targets(systems, kinds)
     source = args.data or f"LoCoMo ({len(histories)} conversations, categories {args.categories})"
+    if interrupted:
+        source += " (INTERRUPTED: only the histories done)"
     print(
         f"memory QA: {source}; {len(histories)} histories, "
         f"{sum(len(h.questions) for h in histories)} questions; answer model {model}; "
@@ -692,7 +706,11 @@ def main(argv: list[str] | None = None) -> int:
             ensure_ascii=False,
         )
     )
-    return 0 if ok else 1
+    return 0 if ok and not interrupted else 1
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def write_replies(path: str, scored: list[Scored]) -> None:
