@@ -184,6 +184,7 @@ class OpenAIChatModel:
                     guard.watch(chunks.response)
                     delta = assembly.add(chunk)
                     if delta:
+                        guard.pause()  # the caller's time with the delta is not the stream's
                         yield delta
                     guard.tick()
         finally:
@@ -246,6 +247,7 @@ class _IdleGuard:
         self._last = time.monotonic()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._paused = False
         self.fired = False
 
     def watch(self, response: Any) -> None:
@@ -258,14 +260,19 @@ class _IdleGuard:
             self._thread.start()
 
     def tick(self) -> None:
+        """Now is when the stream last moved (and it is watched again after a pause)."""
         self._last = time.monotonic()
+        self._paused = False
+
+    def pause(self) -> None:
+        self._paused = True
 
     def stop(self) -> None:
         self._done.set()
 
     def _run(self, response: Any) -> None:
         while True:
-            left = self._last + self._seconds - time.monotonic()
+            left = self._seconds if self._paused else self._last + self._seconds - time.monotonic()
             if left <= 0:
                 break
             if self._done.wait(left):
