@@ -247,6 +247,10 @@ STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 # A message that arrives while the session's previous turn is finishing waits this long
 # for it before it is refused as busy (nothing is stored then, and the page keeps it).
 TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
+# Fair sharing: turns one user, and one organization, may run at once (over every server
+# process); one more is refused with ``busy`` (memory/stores/leases.py).
+TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
+TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 24, minimum=1)
 
 # Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
@@ -259,6 +263,10 @@ SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimu
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# Consolidation runs by itself after an evaluation once this many topics of the scope were
+# promoted since its last run, or once one was and the memory block drops entries for its
+# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
 # How many of the newest earlier topics that block shows with their summaries; the older

@@ -4,10 +4,17 @@ import itertools
 import json
 
 import pytest
+from django.utils import timezone
 
-from memory.actions.context import RECALL_HINT, assemble_context, render_window
+from memory.actions.context import (
+    EARLIER_TOPICS_INTRO,
+    RECALL_HINT,
+    assemble_context,
+    render_window,
+)
 from memory.actions.curation import do_agent_curation, do_user_curation
 from memory.actions.tools import dispatch_tool_calls
+from memory.lib.tokens import estimate_tokens
 from memory.llm import ToolCall
 from memory.models import MemoryState, Message, Notes, Session, Topic
 from memory.stores.facts import set_fact, unset_fact
@@ -24,6 +31,11 @@ from tests.memory_builders import (
 
 def window_of(stack):
     return [m for m in stack.messages if m["role"] != "system"]
+
+
+def today() -> str:
+    """The ISO day the records of topics and facts made during the test carry."""
+    return timezone.localdate().isoformat()
 
 
 def stable_text(session):
@@ -192,15 +204,16 @@ def test_the_stack_is_ordered_stable_semi_stable_volatile(session, agent, alice)
     add_messages(session, 2)
     stack = assemble_context(session=session, working_memory="Plan: answer briefly.")
 
-    stable, semi, *thread, working = stack.messages
-    assert stable["role"] == semi["role"] == working["role"] == "system"
+    stable, semi, date, *thread, working = stack.messages
+    assert stable["role"] == semi["role"] == date["role"] == working["role"] == "system"
+    assert date["content"].startswith(f"Today's date: {today()} (")
     markers = ["You are Drift.", "## Skills", "## Tools", "## Durable facts", "## Drift detection"]
     positions = [stable["content"].index(marker) for marker in markers]
     assert positions == sorted(positions)
-    assert "- city: Lyon" in stable["content"]
+    assert f"- city (set {today()}): Lyon" in stable["content"]
     assert "continuing: Ledger" in stable["content"]
-    assert semi["content"].index("Decided: Postgres.") < semi["content"].index(
-        f"- [#{lunch.pk}] Lunch: Chose the noodle place."
+    assert semi["content"].index("> Decided: Postgres.") < semi["content"].index(
+        f"- {today()} [#{lunch.pk}] Lunch: Chose the noodle place."
     )
     assert [m["content"] for m in thread] == ["m1", "m2"]
     assert working["content"] == "Plan: answer briefly."
@@ -213,14 +226,17 @@ def test_persistent_memory_sits_between_the_tools_and_the_facts(session, agent, 
     set_fact(user=alice, agent=agent, key="tz", value="CET", actor="user")
     text = stable_text(session)
     assert (
-        text.index("## Tools") < text.index("Stack: Django + Postgres.") < text.index("- tz: CET")
+        text.index("## Tools")
+        < text.index("Stack: Django + Postgres.")
+        < text.index(f"- tz (set {today()}): CET")
     )
 
 
 def test_the_semi_stable_message_is_omitted_when_there_is_nothing_in_it(session):
     add_messages(session, 1)
     stack = assemble_context(session=session)
-    assert [m["role"] for m in stack.messages] == ["system", "user"]
+    assert [m["role"] for m in stack.messages] == ["system", "system", "user"]
+    assert stack.messages[1]["content"].startswith("Today's date: ")
     assert stack.layer("semi_stable").tokens == 0
 
 
@@ -242,10 +258,10 @@ def test_prior_topics_are_this_sessions_summaries_in_order_deprecated_by_title_o
     third = add_topic(session, title="Third", summary="Three.", keep=True)
     semi = assemble_context(session=session).layer("semi_stable")
     prior = next(part for part in semi.parts if part.name == "prior_topics")
-    assert prior.text.splitlines()[1:] == [
-        f"- [#{first.pk}] First: One.",
-        f"- [#{reversed_.pk}] [DEPRECATED] Reversed",
-        f"- [#{third.pk}] Third: Three.",
+    assert prior.text.splitlines()[2:] == [
+        f"- {today()} [#{first.pk}] First: One.",
+        f"- {today()} [#{reversed_.pk}] [DEPRECATED] Reversed",
+        f"- {today()} [#{third.pk}] Third: Three.",
     ]
     assert "MySQL" not in prior.text
 
@@ -333,7 +349,7 @@ def test_the_stable_prefix_changes_after_a_fact_is_set_or_unset(session, agent, 
     before = stable_text(session)
     set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
     with_fact = stable_text(session)
-    assert with_fact != before and "- city: Lyon" in with_fact
+    assert with_fact != before and f"- city (set {today()}): Lyon" in with_fact
     unset_fact(user=alice, agent=agent, key="city", actor="user")
     assert stable_text(session) == before
 
@@ -355,9 +371,9 @@ def test_facts_are_rendered_sorted_whatever_the_insertion_order(session, agent, 
     lines = [line for line in stable_text(session).splitlines() if line.startswith("- ")]
     facts = [line for line in lines if '{"a": [2, 3], "b": 1}' in line]
     assert facts == [
-        '- alpha: {"a": [2, 3], "b": 1}',
-        '- mid: {"a": [2, 3], "b": 1}',
-        '- zeta: {"a": [2, 3], "b": 1}',
+        f'- alpha (set {today()}): {{"a": [2, 3], "b": 1}}',
+        f'- mid (set {today()}): {{"a": [2, 3], "b": 1}}',
+        f'- zeta (set {today()}): {{"a": [2, 3], "b": 1}}',
     ]
 
 
@@ -390,17 +406,18 @@ def test_the_earlier_topics_block_is_capped_with_the_oldest_dropped_first(sessio
     part = prior_topics_part(stack)
     lines = [line for line in block.splitlines() if line.startswith("- ")]
     newest = topics[-1].pk
-    assert lines[-1].startswith(f"- [#{newest}] Topic 499: Decision 499")  # always stays
+    assert lines[-1].startswith(f"- {today()} [#{newest}] Topic 499: Decision 499")  # stays
     assert sum(len(line) // 4 + 1 for line in lines) <= 100
     kept = len(lines)
     assert 0 < kept < 500
     assert stack.dropped_earlier_topics == tuple(f"Topic {i}" for i in range(500 - kept))
-    assert part.tokens < 130  # the block's heading on top of the budgeted lines
+    heading = estimate_tokens(f"## Earlier topics in this session\n{EARLIER_TOPICS_INTRO}\n")
+    assert part.tokens <= 100 + heading + 1  # the block's heading on top of the budgeted lines
     assert stack.as_dict()["dropped_earlier_topics"][0] == "Topic 0"
 
 
 def test_the_budget_still_drops_the_oldest_title_lines_first(session, settings):
-    settings.EARLIER_TOPICS_TOKEN_BUDGET = 100
+    settings.EARLIER_TOPICS_TOKEN_BUDGET = 200
     topics = [
         add_topic(session, title=f"Sujet numéro {i}", summary=f"Résumé {i}: " + "é" * 60)
         for i in range(40)
@@ -409,13 +426,13 @@ def test_the_budget_still_drops_the_oldest_title_lines_first(session, settings):
     stack = assemble_context(session=session)
 
     part = prior_topics_part(stack)
-    lines = part.text.splitlines()[1:]
+    lines = part.text.splitlines()[2:]
     dropped = len(stack.dropped_earlier_topics)
     assert 0 < dropped < 37  # some title-only lines survive next to the three summaries
     assert stack.dropped_earlier_topics == tuple(f"Sujet numéro {i}" for i in range(dropped))
-    assert lines[0] == f"- [#{topics[dropped].pk}] Sujet numéro {dropped}"
+    assert lines[0] == f"- {today()} [#{topics[dropped].pk}] Sujet numéro {dropped}"
     assert [line.endswith("é" * 60) for line in lines[-4:]] == [False, True, True, True]
-    assert sum(len(line) // 4 + 1 for line in lines) <= 100
+    assert sum(len(line) // 4 + 1 for line in lines) <= 200
 
 
 def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(session):
@@ -424,7 +441,10 @@ def test_earlier_topics_within_the_budget_are_all_shown_and_nothing_is_reported(
 
     stack = assemble_context(session=session)
 
-    expected = f"- [#{lunch.pk}] Lunch: Was about lunch.\n- [#{old.pk}] [DEPRECATED] Old plan"
+    expected = (
+        f"- {today()} [#{lunch.pk}] Lunch: Was about lunch.\n"
+        f"- {today()} [#{old.pk}] [DEPRECATED] Old plan"
+    )
     assert expected in stack.messages[1]["content"]
     assert stack.dropped_earlier_topics == ()
 
@@ -444,11 +464,12 @@ def test_only_the_newest_earlier_topics_carry_their_summaries(session, settings)
     part = prior_topics_part(stack)
     assert part.text.splitlines() == [
         "## Earlier topics in this session",
-        f"- [#{topics[0].pk}] Thème 0",
-        f"- [#{topics[1].pk}] Thème 1",
-        f"- [#{topics[2].pk}] Thème 2: Décidé 2: le plan 2.",
-        f"- [#{topics[3].pk}] Thème 3: Décidé 3: le plan 3.",
-        f"- [#{topics[4].pk}] Thème 4: Décidé 4: le plan 4.",
+        EARLIER_TOPICS_INTRO,
+        f"- {today()} [#{topics[0].pk}] Thème 0",
+        f"- {today()} [#{topics[1].pk}] Thème 1",
+        f"- {today()} [#{topics[2].pk}] Thème 2: Décidé 2: le plan 2.",
+        f"- {today()} [#{topics[3].pk}] Thème 3: Décidé 3: le plan 3.",
+        f"- {today()} [#{topics[4].pk}] Thème 4: Décidé 4: le plan 4.",
     ]
     assert "Décidé 0" not in json.dumps(stack.messages, ensure_ascii=False)
     assert stack.dropped_earlier_topics == ()
@@ -462,10 +483,10 @@ def test_a_deprecated_topic_among_the_newest_stays_title_only(session, settings)
 
     part = prior_topics_part(assemble_context(session=session))
 
-    assert part.text.splitlines()[1:] == [
-        f"- [#{old.pk}] Old",
-        f"- [#{reversed_.pk}] [DEPRECATED] Reversed",
-        f"- [#{new.pk}] New: New plan.",
+    assert part.text.splitlines()[2:] == [
+        f"- {today()} [#{old.pk}] Old",
+        f"- {today()} [#{reversed_.pk}] [DEPRECATED] Reversed",
+        f"- {today()} [#{new.pk}] New: New plan.",
     ]
 
 
@@ -476,7 +497,7 @@ def test_the_agent_reads_an_older_topics_summary_through_notes(session, agent, a
         for i in range(5)
     ]
     semi = assemble_context(session=session).messages[1]["content"]
-    assert f"- [#{topics[0].pk}] Тема 0\n" in semi and "Итог 0" not in semi
+    assert f"- {today()} [#{topics[0].pk}] Тема 0\n" in semi and "Итог 0" not in semi
     other = add_topic(Session.objects.start(user=alice, agent=agent), title="Чужая", summary="s")
     bobs = add_topic(Session.objects.start(user=bob, agent=agent), title="Боб", summary="s")
 

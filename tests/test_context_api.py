@@ -51,9 +51,10 @@ def test_the_owner_sees_the_assembled_stack_and_the_cache_figures(session, alice
     assert data["dropped_earlier_topics"] == []
     assert data["messages"][0]["role"] == "system"
     assert "Stack: Django." in data["messages"][0]["content"]
-    assert "- city: Lyon" in data["messages"][0]["content"]
-    assert "Decided: Postgres." in data["messages"][1]["content"]
-    assert [m["content"] for m in data["messages"][2:]] == ["m1", "m2", "m3"]
+    assert "- city (set " in data["messages"][0]["content"]
+    assert "> Decided: Postgres." in data["messages"][1]["content"]
+    assert data["messages"][2]["content"].startswith("Today's date: ")
+    assert [m["content"] for m in data["messages"][3:]] == ["m1", "m2", "m3"]
     assert [t["function"]["name"] for t in data["tools"]] == [
         "notes",
         "important_info",

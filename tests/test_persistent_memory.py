@@ -4,6 +4,7 @@ import pytest
 from django.core.cache import cache, caches
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import memory.stores.persistent as persistent
 from memory.actions.context import assemble_context
@@ -35,9 +36,10 @@ def test_promoted_topics_show_their_summary_and_deprecated_ones_only_their_title
     old = add_topic(earlier, title="Old DB", summary="We chose MySQL.", deprecated=True, age_days=2)
     add_topic(earlier, title="Chatter", summary="Small talk.")
     block = get_persistent_memory(session=session)
+    today = timezone.localdate().isoformat()
     assert block.text.splitlines()[2:] == [
-        f"[#{stack.pk}] Stack: Django + Postgres.",
-        f"[#{old.pk}] [DEPRECATED] Old DB",
+        f"{today} [#{stack.pk}] Stack: Django + Postgres.",
+        f"{today} [#{old.pk}] [DEPRECATED] Old DB",
     ]
     assert "MySQL" not in block.text and "Small talk" not in block.text
     deprecated = block.entries[1]
@@ -47,7 +49,8 @@ def test_promoted_topics_show_their_summary_and_deprecated_ones_only_their_title
 def test_a_deprecated_topic_that_was_also_promoted_shows_no_summary(session, earlier, alice):
     topic = add_topic(earlier, title="Pricing", summary="Flat fee.", keep=True, messages=2)
     do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
-    assert memory_text(session).splitlines()[2:] == [f"[#{topic.pk}] [DEPRECATED] Pricing"]
+    day = timezone.localdate().isoformat()
+    assert memory_text(session).splitlines()[2:] == [f"{day} [#{topic.pk}] [DEPRECATED] Pricing"]
 
 
 def test_entries_are_ordered_oldest_first_by_when_they_entered_memory(session, earlier):
@@ -66,7 +69,8 @@ def test_the_budget_drops_the_oldest_entries_first_and_reports_them(session, ear
         add_topic(earlier, title=title, summary="x" * 38, keep=True, age_days=age)
         for age, title in [(40, "A"), (30, "B"), (20, "C"), (10, "D")]
     ]
-    line_tokens = max(estimate_tokens(f"[#{t.pk}] {t.title}: {t.summary}") for t in topics)
+    day = timezone.localdate().isoformat()
+    line_tokens = max(estimate_tokens(f"{day} [#{t.pk}] {t.title}: {t.summary}") for t in topics)
     Agent.objects.filter(pk=agent.pk).update(memory_token_budget=2 * line_tokens + 1)
     session.agent.refresh_from_db()
     block = get_persistent_memory(session=session)

@@ -81,9 +81,9 @@ def test_a_fact_set_by_a_tool_changes_the_stable_prefix_from_the_next_turn_on(se
     before, call_round, result_round, after = map(stable_prefix, fake_openai.requests)
     # The stack is assembled once per turn: the turn that set the fact keeps its prefix.
     assert before == call_round == result_round
-    assert "- tea: green" not in before
+    assert "- tea (set " not in before
     assert after != before
-    assert "- tea: green" in after
+    assert "- tea (set " in after and "): green" in after
     assert len({request["prompt_cache_key"] for request in fake_openai.requests}) == 1
 
 
@@ -94,7 +94,7 @@ def test_a_fact_set_outside_the_turn_changes_the_stable_prefix(session, alice, a
 
     before, after = map(stable_prefix, fake_openai.requests)
     assert before != after
-    assert "- city: Lyon" in after
+    assert "- city (set " in after and "): Lyon" in after
 
 
 def test_a_note_changes_the_semi_stable_layer_but_never_the_stable_prefix(session, fake_openai):

@@ -8,6 +8,7 @@ prompt. Every figure is read from the requests the fake provider received.
 import json
 
 import pytest
+from django.utils import timezone
 
 from memory.actions.evaluation import evaluate_session
 from memory.actions.summarize import SUMMARY_PROMPT, do_summarize_topic
@@ -63,7 +64,7 @@ def test_a_good_summary_survives_a_failed_refresh(fake_openai, session, agent, a
     assert topic.summarized_through_seq == 6  # the failed call covered nothing
     other = Session.objects.start(user=alice, agent=agent)
     assert get_persistent_memory(session=other).entries[0].line == (
-        f"[#{topic.pk}] Balcony garden: Good summary"
+        f"{timezone.localdate().isoformat()} [#{topic.pk}] Balcony garden: Good summary"
     )
 
     # The next refresh sends what the failed one could not.

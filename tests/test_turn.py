@@ -253,8 +253,8 @@ def test_retry_answers_the_latest_user_message_without_storing_it_again(session,
     assert result.user_message.pk == failed.user_message.pk
     assert result.reply.content == "Here I am."
     assert roles(session) == ["user", "error", "assistant"]
-    # The error record never reaches the model.
-    assert [m["role"] for m in fake_openai.requests[1]["messages"]] == ["system", "user"]
+    # The error record never reaches the model (the prefix, today's date, the question).
+    assert [m["role"] for m in fake_openai.requests[1]["messages"]] == ["system", "system", "user"]
 
 
 def test_retry_is_refused_when_the_last_message_already_has_its_reply(session, fake_openai):

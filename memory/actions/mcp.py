@@ -34,6 +34,7 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, Implementation, TextContent
 
+from memory.lib.text import one_line
 from memory.lib.validation import storable_text
 
 logger = logging.getLogger(__name__)
@@ -171,9 +172,10 @@ class McpToolSource:
         return {server.name: server.error for server in self._servers if server.error}
 
     def status_note(self) -> str:
-        """One line per unreachable server, for the turn's working memory."""
+        """One line per unreachable server, for the turn's working memory (the server's
+        error text on one line: it cannot start a line of the prompt)."""
         return "\n".join(
-            f"MCP server {name!r} is unavailable in this turn: {error}"
+            f"MCP server {name!r} is unavailable in this turn: {one_line(str(error), 300)}"
             for name, error in self.unavailable.items()
         )
 

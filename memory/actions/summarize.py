@@ -20,6 +20,8 @@ out (a full transcript keeps its first user message, which usually names the sub
 
 The answer is trusted only as far as the specification allows:
 
+* the summary is held to ``MAX_SUMMARY_CHARS`` like the user's edit (cut at a sentence, marked),
+  the title to ``TITLE_LIMIT``;
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
 * a topic with fewer than ``MIN_MEMORY_TURNS`` conversation messages (the user's and the

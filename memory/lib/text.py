@@ -57,3 +57,25 @@ def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> st
 def shown_topic_title(title: str) -> str:
     """A topic's title as people and the model read it: on one line, or the untitled word."""
     return one_line(title) or UNTITLED_TOPIC
+
+
+# Stored text (summaries, notes, facts, titles) is quoted where it enters a prompt, so that
+# no line of it can start a line of the prompt (a forged ``## `` section, a forged record):
+# a record's first line follows its label on the same line, and every later line, like
+# every line of a quoted block, begins with the quote mark. ``str.splitlines`` splits on
+# every line break Unicode knows (``\r``, ``\v``, ``\f``, U+2028...), not only ``\n``.
+QUOTE_MARK = "> "
+RECORD_CONTINUATION = "  " + QUOTE_MARK
+
+
+def record_text(text: str) -> str:
+    """Stored text as the body of a one-line record: its first line where the record's
+    label puts it, each later line behind ``RECORD_CONTINUATION``."""
+    first, *rest = text.strip().splitlines() or [""]
+    return "\n".join([first, *(f"{RECORD_CONTINUATION}{line}".rstrip() for line in rest)])
+
+
+def quoted_block(text: str) -> str:
+    """Stored text as a quoted block: every line behind ``QUOTE_MARK``."""
+    lines = text.strip().splitlines()
+    return "\n".join(f"{QUOTE_MARK}{line}".rstrip() for line in lines)

@@ -20,9 +20,11 @@ always change anything.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.fact_keys import (
@@ -32,6 +34,7 @@ from memory.lib.fact_keys import (
     skeleton,
 )
 from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACTS, MAX_FACTS_TOKENS
+from memory.lib.text import one_line, record_text
 from memory.lib.tokens import estimate_tokens
 from memory.lib.validation import check_json_value, check_unicode
 from memory.models import FactActor, FactChange, ImportantInfo
@@ -121,9 +124,31 @@ def read_fact(*, user, agent, key: str) -> dict[str, Any]:
     }
 
 
-def render_fact_lines(data: dict[str, Any]) -> list[str]:
-    """The facts as the model reads them, one ``- key: value`` line each, sorted by key."""
-    return [f"- {key}: {_fact_value(data[key])}" for key in sorted(data)]
+def render_fact_lines(
+    data: dict[str, Any], *, provenance: dict[str, Any] | None = None
+) -> list[str]:
+    """The facts as the model reads them, one ``- key (set 2026-03-02): value`` record each,
+    sorted by key: the day from ``provenance`` when it is known, the key on one line (keys
+    stored before today's rules too), a text value's later lines behind the quote mark
+    (memory/lib/text.py), so no stored text starts a line of the prompt."""
+    lines = []
+    for key in sorted(data):
+        day = _set_day((provenance or {}).get(key))
+        label = one_line(key) + (f" (set {day})" if day else "")
+        lines.append(f"- {label}: {record_text(_fact_value(data[key]))}")
+    return lines
+
+
+def _set_day(provenance: object) -> str:
+    """The ISO day a fact was last set, from its provenance ("" when unknown)."""
+    when = provenance.get("set_at") if isinstance(provenance, dict) else None
+    try:
+        moment = datetime.fromisoformat(str(when))
+    except ValueError:
+        return ""
+    if timezone.is_naive(moment):
+        return moment.date().isoformat()
+    return timezone.localdate(moment).isoformat()
 
 
 def facts_tokens(data: dict[str, Any]) -> int:
