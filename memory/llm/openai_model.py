@@ -200,6 +200,8 @@ class OpenAIChatModel:
         try:
             yield
         except openai.APITimeoutError as err:
+            if guard.fired:  # the guard could not wake the read: it timed out instead
+                raise LLMError(self._stalled()) from err
             raise LLMError(
                 f"model endpoint timed out after {self._timeouts.first_token:g}s "
                 "without starting its answer"
@@ -211,10 +213,7 @@ class OpenAIChatModel:
             ) from err
         except openai.APIConnectionError as err:
             if guard.fired:
-                raise LLMError(
-                    f"model stream stalled: nothing arrived for {self._timeouts.idle:g}s "
-                    "after the answer started"
-                ) from err
+                raise LLMError(self._stalled()) from err
             cause = err.__cause__ or err.message
             raise LLMError(
                 f"connection to model endpoint at {self._client.base_url} failed: "
@@ -230,6 +229,12 @@ class OpenAIChatModel:
             ) from err
         except ValueError as err:  # a stream chunk that is not JSON
             raise LLMError(f"model endpoint sent an unreadable response: {err}") from err
+
+    def _stalled(self) -> str:
+        return (
+            f"model stream stalled: nothing arrived for {self._timeouts.idle:g}s "
+            "after the answer started"
+        )
 
 
 class _IdleGuard:
