@@ -23,6 +23,9 @@ The answer is trusted only as far as the specification allows:
   the title to ``TITLE_LIMIT``;
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
+* a topic that holds results of tools other than the built-ins (text from outside: an
+  MCP page can carry an injection) is never promoted by its summary; only the user can
+  promote it (memory/actions/curation.py);
 * a topic with fewer than ``MIN_MEMORY_TURNS`` conversation messages (the user's and the
   assistant's text replies, as ``Message.objects.conversation()`` counts) is never
   promoted, whatever the model says;
@@ -56,7 +59,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.events import publish_on_commit, topic_updated
-from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.constants import BUILTIN_TOOL_NAMES, MIN_MEMORY_TURNS
 from memory.lib.limits import MAX_SUMMARY_CHARS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line
 from memory.lib.tokens import estimate_tokens
@@ -320,6 +323,7 @@ def generate_summary(
         call.tokens,
     )
     turns = sum(1 for message in messages if message.is_conversation)
+    outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
         answer = get_chat_model("summary").complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
@@ -331,14 +335,20 @@ def generate_summary(
             return _kept(topic, str(err), topic.summarized_through_seq)
         logger.info("summary fell back to the first user message: %s", err)
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
+    if include and outside:
+        logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])
     return TopicSummary(
         title=title,
         summary=summary,
-        keep_in_memory=include and turns >= MIN_MEMORY_TURNS,
+        keep_in_memory=include and turns >= MIN_MEMORY_TURNS and not outside,
         fallback=False,
         detail="",
         through_seq=call.through_seq,
     )
+
+
+def _outside(message: Message) -> bool:
+    return message.tool_name not in BUILTIN_TOOL_NAMES
 
 
 def _has_real_summary(topic: Topic) -> bool:

@@ -18,6 +18,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.validation import check_title
 
 DEFAULT_MEMORY_TOKEN_BUDGET = 1500
@@ -389,6 +390,10 @@ class MessageQuerySet(models.QuerySet):
         return self.filter(
             Q(role=Message.Role.USER) | Q(role=Message.Role.ASSISTANT, tool_calls=[])
         )
+
+    def outside_tool_results(self) -> MessageQuerySet:
+        """Results of tools other than the built-ins (MCP): text from outside."""
+        return self.filter(role=Message.Role.TOOL).exclude(tool_name__in=BUILTIN_TOOL_NAMES)
 
 
 class Message(models.Model):
