@@ -69,6 +69,7 @@ def test_a_summary_drawn_from_an_mcp_result_is_not_promoted_by_the_summarizer(
     topic.refresh_from_db()
     assert topic.summary == POISONED  # the session keeps its summary
     assert topic.memory_state == MemoryState.NONE
+    assert topic.memory_suggested  # waiting for the user
     assert not MemoryDecision.objects.filter(topic=topic).exists()
     assert "evil.example" not in in_memory(other)
 
@@ -92,6 +93,7 @@ def test_the_user_can_still_promote_it_with_the_brain_icon(fake_openai, session,
     fake_openai.reply_json(summary_answer(title="Kyoto hotel", summary=POISONED, keep=True))
     do_summarize_topic(topic_id=topic.pk)
 
+    assert as_alice.get(f"/agents-api/topics/{topic.pk}").json()["memory_suggested"] is True
     response = as_alice.put(
         f"/agents-api/topics/{topic.pk}/memory",
         data=json.dumps({"state": "promoted"}),
@@ -100,6 +102,7 @@ def test_the_user_can_still_promote_it_with_the_brain_icon(fake_openai, session,
 
     assert response.status_code == 200
     assert response.json()["memory_state"] == "promoted"
+    assert response.json()["memory_suggested"] is False  # answered
     assert POISONED in in_memory(other)  # the user's choice, quoted as data
     # A later summary saying true or false does not move it: the choice is the user's.
     say(session, "user", "And a second night?")
@@ -121,7 +124,38 @@ def test_a_promoted_topic_that_then_reads_an_outside_tool_is_demoted_by_its_next
     fake_openai.reply_json(summary_answer(summary=POISONED, keep=True))
     do_summarize_topic(topic_id=topic.pk)
 
-    assert Topic.objects.get(pk=topic.pk).memory_state == MemoryState.NONE
+    topic.refresh_from_db()
+    assert (topic.memory_state, topic.memory_suggested) == (MemoryState.NONE, True)
+
+
+def test_the_suggestion_ends_when_a_summary_no_longer_asks_or_the_user_says_no(
+    fake_openai, session, alice, as_alice
+):
+    topic = long_topic(session, tool="web_fetch", result=INJECTION)
+    fake_openai.reply_json(summary_answer(keep=True))
+    do_summarize_topic(topic_id=topic.pk)
+    assert Topic.objects.get(pk=topic.pk).memory_suggested
+
+    say(session, "user", "Never mind.")
+    fake_openai.reply_json(summary_answer(keep=False))
+    do_summarize_topic(topic_id=topic.pk)
+    assert not Topic.objects.get(pk=topic.pk).memory_suggested
+
+    say(session, "user", "Actually, keep it in mind.")
+    fake_openai.reply_json(summary_answer(keep=True))
+    do_summarize_topic(topic_id=topic.pk)
+    assert Topic.objects.get(pk=topic.pk).memory_suggested
+    response = as_alice.put(
+        f"/agents-api/topics/{topic.pk}/memory",
+        data=json.dumps({"state": "none"}),
+        content_type="application/json",
+    )
+    assert response.json()["memory_suggested"] is False
+    say(session, "user", "One more thing.")
+    fake_openai.reply_json(summary_answer(keep=True))
+    do_summarize_topic(topic_id=topic.pk)
+    topic.refresh_from_db()
+    assert (topic.memory_state, topic.memory_suggested) == (MemoryState.NONE, False)  # chose
 
 
 @pytest.mark.parametrize("tool", ["notes", "important_info", "manage_topic_memory", "recall"])
@@ -133,5 +167,5 @@ def test_a_topic_with_only_built_in_tool_results_is_still_promoted(fake_openai, 
     do_summarize_topic(topic_id=topic.pk)
 
     topic.refresh_from_db()
-    assert topic.memory_state == MemoryState.PROMOTED
+    assert topic.memory_state == MemoryState.PROMOTED and not topic.memory_suggested
     assert Message.objects.filter(topic=topic, role="tool").count() == 1

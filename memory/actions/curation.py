@@ -211,6 +211,9 @@ def _apply_state(
         topic.agent_promoted_through_seq = promised
         fields.append("agent_promoted_through_seq")
     if actor == MemoryDecision.Actor.USER:
+        if topic.memory_suggested:  # the user answered the suggestion, either way
+            topic.memory_suggested = False
+            fields.append("memory_suggested")
         # The user's position on each dimension they touched (or chose) is now fixed.
         if keep != topic.keep_in_memory or state != MemoryState.DEPRECATED:
             topic.keep_in_memory_manually_set = True

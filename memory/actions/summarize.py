@@ -125,6 +125,7 @@ class TopicSummary:
     detail: str  # why a fallback was taken or the summary kept, for the logs; "" otherwise
     through_seq: int = 0  # the last message this summary covers
     kept: bool = False  # leave the topic's title, summary and flag as they are
+    suggested: bool = False  # would promote, but drawn from outside tool results
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,7 @@ def generate_summary(
         fallback=False,
         detail="",
         through_seq=call.through_seq,
+        suggested=include and turns >= MIN_MEMORY_TURNS and bool(outside),
     )
 
 
@@ -551,9 +553,11 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
         )
     if text_changed and topic.in_memory:
         invalidate_persistent_memory(topic.session.memory_scope_key)
-    before = topic.keep_in_memory
-    apply_summarizer_flag(topic=topic, keep_in_memory=summary.keep_in_memory)
-    return text_changed or topic.keep_in_memory != before
+    before = (topic.keep_in_memory, topic.memory_suggested)
+    apply_summarizer_flag(
+        topic=topic, keep_in_memory=summary.keep_in_memory, suggested=summary.suggested
+    )
+    return text_changed or (topic.keep_in_memory, topic.memory_suggested) != before
 
 
 def publish_topic_updated(topic: Topic, *, reason: Literal["summary", "refresh"]) -> None:

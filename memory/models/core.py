@@ -293,6 +293,11 @@ class Topic(models.Model):
         blank=True,
         help_text="When the topic last entered persistent memory (FIFO order).",
     )
+    memory_suggested = models.BooleanField(
+        default=False,
+        help_text="Its summary asked to promote it, but it holds results of tools from "
+        "outside: it waits for the user to promote it (the brain icon).",
+    )
     is_active = models.BooleanField(default=True)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.FIRST)
     forked_from = models.ForeignKey(
