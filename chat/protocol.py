@@ -30,6 +30,7 @@ ErrorCode = Literal[
     "empty_message",
     "message_too_long",
     "turn_in_progress",
+    "busy",
     "nothing_to_retry",
     "nothing_to_regenerate",
     "internal_error",

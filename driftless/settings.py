@@ -236,6 +236,10 @@ LLM_CONNECT_TIMEOUT_SECONDS = env_float("LLM_CONNECT_TIMEOUT_SECONDS", 10.0, min
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 300.0, minimum=1.0)
 LLM_IDLE_TIMEOUT_SECONDS = env_float("LLM_IDLE_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# The model's context window (tokens): no request fills more than three quarters of it
+# (the rest is the answer's, and the token estimate's error). 8192 is what a CPU model
+# serves on a small machine; raise it for a hosted model.
+DRIFTLESS_MODEL_CONTEXT = env_int("DRIFTLESS_MODEL_CONTEXT", 8192, minimum=2048)
 # Reply deltas are coalesced on the server: the first goes out at once, the rest at most
 # one event per this many seconds (the page reveals each batch smoothly). 0 sends one
 # event per streamed token (each one a channel-layer round trip and a socket frame).
@@ -243,18 +247,26 @@ STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 # A message that arrives while the session's previous turn is finishing waits this long
 # for it before it is refused as busy (nothing is stored then, and the page keeps it).
 TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
+# Fair sharing: turns one user, and one organization, may run at once (over every server
+# process); one more is refused with ``busy`` (memory/stores/leases.py).
+TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
+TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 24, minimum=1)
 
 # Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 DRIFT_DETECTOR = env_str("DRIFT_DETECTOR", "auto")
-# The summary call's input cap (approximate tokens, prompt included): size it well below the
-# summary model's context. Past it, the oldest messages of the call are left out.
+# The summary call's input cap (approximate tokens, prompt included); DRIFTLESS_MODEL_CONTEXT
+# bounds it too. Past it, the oldest messages of the call are left out.
 SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimum=2000)
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# Consolidation runs by itself after an evaluation once this many topics of the scope were
+# promoted since its last run, or once one was and the memory block drops entries for its
+# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
 # How many of the newest earlier topics that block shows with their summaries; the older

@@ -14,6 +14,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
+from memory.admin_scope import OrganizationScoped
 from memory.lib.errors import Refused
 from memory.models import ConsolidationRun, MemoryDecision
 
@@ -76,7 +77,7 @@ def undo_runs(modeladmin, request, queryset):
 
 
 @admin.register(ConsolidationRun)
-class ConsolidationRunAdmin(admin.ModelAdmin):
+class ConsolidationRunAdmin(OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "user",

@@ -152,3 +152,17 @@ def test_a_superuser_still_sees_every_organization(client, other_org):
     assert "Globex secret plans" in client.get("/admin/memory/session/").content.decode()
     agent = other_org[1]
     assert client.get(f"/admin/memory/agent/{agent.pk}/change/").status_code == 200
+
+
+def test_every_admin_of_the_memory_app_is_confined_to_organizations():
+    """A model admin added later (consolidation runs were one) is scoped like the rest."""
+    from django.contrib import admin
+
+    from memory.admin_scope import OrganizationScoped
+
+    unscoped = [
+        model._meta.label
+        for model, model_admin in admin.site._registry.items()
+        if model._meta.app_label == "memory" and not isinstance(model_admin, OrganizationScoped)
+    ]
+    assert unscoped == []

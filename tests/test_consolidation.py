@@ -148,6 +148,7 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     # What the model read: one JSON record per line, after the prompt.
     (request,) = fake_openai.requests
     assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
+    assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
     records = sent_records(fake_openai)
     assert [r["id"] for r in records] == [t.pk for t in scope_topics.values()]
     assert set(records[0]) == {"id", "day", "title", "summary"}
@@ -453,3 +454,55 @@ def test_the_command_consolidates_and_undoes(fake_openai, alice, agent, session,
     call_command("consolidate_memory", username="alice", agent=agent.pk, undo=run.pk, stdout=out)
     assert ConsolidationRun.objects.get().status == "undone"
     assert fresh(scope_topics["ledger"]).keep_in_memory
+
+
+# --- by itself, after promotions ---------------------------------------------------------
+
+
+def promoted_by_summarizer(session, title: str, summary: str, age_days: int) -> Topic:
+    topic = add_topic(session, title=title, summary=summary, keep=True, age_days=age_days)
+    MemoryDecision.objects.create(
+        topic=topic, topic_title=title, actor="summarizer", from_state="none", to_state="promoted"
+    )
+    return topic
+
+
+def test_an_evaluation_consolidates_the_scope_once_enough_was_promoted_since_the_last_run(
+    fake_openai, settings, alice, agent, session
+):
+    from memory.actions.evaluation import run_evaluation
+
+    settings.CONSOLIDATION_AFTER_PROMOTIONS = 2
+    settings.DRIFT_DETECTOR = "lexical"
+    first = promoted_by_summarizer(session, "Offsite city", "Lisbon chosen.", 9)
+    later = promoted_by_summarizer(session, "Offsite moved", "Switched to Porto.", 2)
+    other = Session.objects.start(user=alice, agent=agent)
+    for i in range(6):
+        other.append_message(role="user" if i % 2 == 0 else "assistant", content=f"Tiles {i}.")
+    fake_openai.reply_json({"title": "Tiles", "summary": "Tiles talk.", "include_in_memory": False})
+    fake_openai.reply_json({"operations": [supersede(first, later)]})
+
+    run_evaluation(session_id=other.pk, reason="exit")
+
+    run = ConsolidationRun.objects.get()
+    assert (run.trigger, run.status) == ("auto", "applied")
+    assert fresh(first).deprecated
+    # Nothing promoted since: the next evaluation does not run it again.
+    run_evaluation(session_id=other.pk, reason="exit")
+    assert ConsolidationRun.objects.count() == 1
+    assert fake_openai.pending == 0
+
+
+def test_automatic_runs_are_off_at_zero_and_with_the_offline_model(
+    fake_openai, settings, alice, agent, session
+):
+    from memory.actions.consolidation import consolidate_if_due
+
+    promoted_by_summarizer(session, "One", "First.", 9)
+    promoted_by_summarizer(session, "Two", "Second.", 2)
+    settings.CONSOLIDATION_AFTER_PROMOTIONS = 0
+    assert consolidate_if_due(session_id=session.pk) is None
+    settings.CONSOLIDATION_AFTER_PROMOTIONS = 2
+    settings.OPENAI_BASE_URL = settings.OPENAI_API_KEY = ""
+    assert consolidate_if_due(session_id=session.pk) is None
+    assert not ConsolidationRun.objects.exists() and fake_openai.requests == []

@@ -177,7 +177,7 @@ def test_a_fork_publishes_the_summary_and_the_new_topic_after_commit(
 
 
 def test_offline_evaluation_runs_end_to_end_with_the_model_free_detector(session):
-    """No model: the lexical detector decides, the summary is the fallback, invariants hold
+    """No model: the lexical detector decides, the offline model gives the gist, invariants hold
     (where it cuts is the detector's business, measured by bench/drift_quality.py)."""
     converse(session, SUBJECT_A + SUBJECT_B)
     before = thread_of(session)
@@ -189,5 +189,6 @@ def test_offline_evaluation_runs_end_to_end_with_the_model_free_detector(session
     assert [(seq, pk) for seq, pk, _ in after] == [(seq, pk) for seq, pk, _ in before]
     assert Topic.objects.filter(session=session, is_active=True).count() == 1
     prior = Topic.objects.get(pk=outcome.topic_id)
-    assert prior.title == "I want to plan a vegetable garden on my balcony this spring."
+    # The offline model's gist (memory/lib/gist.py): the user's salient sentence, whole.
+    assert prior.title == "I want to plan a vegetable garden on my balcony this spring"
     assert prior.keep_in_memory is False

@@ -57,7 +57,12 @@ def test_an_answer_with_no_json_object_in_it_is_a_clear_error(fake_openai: FakeO
 
 def test_a_brace_storm_is_given_up_on_quickly():
     with pytest.raises(LLMError, match="not valid JSON"):
-        parse_json_object("{" * 5000 + ' "title": "x"')
+        parse_json_object("{x} " * 5000 + '{"title": "x"}')
+
+
+def test_json_nested_past_the_depth_limit_is_a_clear_error_not_a_crash():
+    with pytest.raises(LLMError, match="model answer is nested deeper than 32 levels"):
+        parse_json_object('{"a": ' * 900 + "1" + "}" * 900)
 
 
 # --- 2. endpoints that refuse a response_format ------------------------------------------

@@ -33,6 +33,12 @@ and refused, the touched topics' fields before and after, and the scope's block 
 after. :func:`do_undo_consolidation` puts the touched topics back exactly, so the block is
 byte for byte the one before the run, unless one of them changed since (then it refuses,
 naming it: undoing would overwrite a later choice).
+
+When it runs: on demand (REST, admin, the ``consolidate_memory`` command), and by itself
+after an evaluation (:func:`consolidate_if_due`, called by memory/actions/evaluation.py
+once the evaluation let go of the session) when ``CONSOLIDATION_AFTER_PROMOTIONS`` topics
+of the scope were promoted since its last run, or one was and the block drops entries for
+its budget. Never with the offline model, and one automatic run of a scope at a time.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -51,7 +58,8 @@ from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens
 from memory.lib.validation import check_summary, check_topic_title
 from memory.llm import LLMError, get_chat_model
-from memory.models import Agent, ConsolidationRun, Topic
+from memory.models import Agent, ConsolidationRun, MemoryDecision, MemoryState, Session, Topic
+from memory.stores import leases
 from memory.stores.consolidation import (
     ConsolidationEntry,
     Scope,
@@ -65,6 +73,7 @@ from memory.stores.consolidation import (
     rewrite_entry,
     scope_basis,
     scope_block,
+    scope_dropping_entries,
     topic_fields,
 )
 
@@ -87,6 +96,44 @@ decision of an earlier one (e.g. "we switched to ...", "no longer ...").
 Never merge away or supersede an entry with "user_curated": true; it may only be the \
 newest entry of a merge or the "new" of a supersede. Leave deprecated entries, small \
 talk and unrelated entries alone. When nothing needs to change, return {"operations": []}."""
+
+# The answer's shape, for endpoints that constrain output to a schema (strict: every
+# property required, so a merge's optional "into" is left to the prompt-only path).
+CONSOLIDATION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "operations": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["merge"]},
+                            "ids": {"type": "array", "items": {"type": "integer"}},
+                            "title": {"type": "string"},
+                            "summary": {"type": "string"},
+                        },
+                        "required": ["op", "ids", "title", "summary"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["supersede"]},
+                            "old": {"type": "integer"},
+                            "new": {"type": "integer"},
+                        },
+                        "required": ["op", "old", "new"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+        }
+    },
+    "required": ["operations"],
+    "additionalProperties": False,
+}
 
 # What the model is shown: each summary clipped, and the newest entries that fit.
 SUMMARY_CHARS = 400
@@ -239,7 +286,9 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     model = get_chat_model("summary")
     prepared.model_name = model.name
     try:
-        prepared.answer = model.complete_json(messages=messages)
+        prepared.answer = model.complete_json(
+            messages=messages, schema=CONSOLIDATION_SCHEMA, schema_name="memory_consolidation"
+        )
     except LLMError as err:
         prepared.error = str(err)
     return prepared
@@ -393,6 +442,56 @@ def _announce(topics: list[Topic]) -> None:
     """Tell each changed topic's session (its clients redraw the brain icon and text)."""
     for topic in topics:
         publish_on_commit(topic.session_id, topic_updated(topic, reason="curation"))
+
+
+# --- by itself, after promotions --------------------------------------------------------------
+
+
+def consolidation_due(*, agent: Agent, user_id: int) -> bool:
+    """Enough was promoted in the scope since its last run (see the module docstring)."""
+    threshold = settings.CONSOLIDATION_AFTER_PROMOTIONS
+    if threshold <= 0:
+        return False
+    scope = Scope(agent.pk, user_id, agent.organization_id)
+    last = (
+        ConsolidationRun.objects.of_scope(**scope.ids())
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    promotions = MemoryDecision.objects.filter(
+        topic__session__agent_id=scope.agent_id,
+        topic__session__user_id=scope.user_id,
+        topic__session__organization_id=scope.organization_id,
+        to_state=MemoryState.PROMOTED,
+        action=MemoryDecision.Action.STATE,
+        consolidation__isnull=True,  # an undo's restores are not new promotions
+    )
+    if last is not None:
+        promotions = promotions.filter(created_at__gt=last)
+    count = promotions.count()
+    if count >= threshold:
+        return True
+    return count > 0 and scope_dropping_entries(scope, budget=agent.memory_token_budget)
+
+
+def consolidate_if_due(*, session_id: int) -> ConsolidationRun | None:
+    """After an evaluation: consolidate the session's scope when it is due. Never raises."""
+    try:
+        session = Session.objects.select_related("agent").get(pk=session_id)
+        if get_chat_model("summary").offline:
+            return None
+        if not consolidation_due(agent=session.agent, user_id=session.user_id):
+            return None
+        with leases.lease(f"consolidation:{session.memory_scope_key}"):
+            return do_consolidate(
+                agent=session.agent, user=session.user, trigger=ConsolidationRun.Trigger.AUTO
+            )
+    except leases.LeaseBusy:
+        return None  # another process is consolidating this scope now
+    except Exception:  # best effort: an evaluation never fails for its consolidation
+        logger.exception("automatic consolidation after session %s failed", session_id)
+        return None
 
 
 # --- undo --------------------------------------------------------------------------------------

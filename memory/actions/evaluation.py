@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.actions.consolidation import consolidate_if_due
 from memory.actions.fork import do_silent_fork, plan_fork
 from memory.actions.summarize import (
     PreparedSummary,
@@ -74,6 +75,8 @@ def run_evaluation(
     outcome = evaluate_session(session_id=session_id, reason=reason)
     if due is not None and due <= started and outcome.detail != BUSY:
         Session.objects.filter(pk=session_id, evaluation_due_at=due).update(evaluation_due_at=None)
+    if outcome.action != "skipped":  # the session is let go of: no lock held
+        consolidate_if_due(session_id=session_id)
     return outcome
 
 

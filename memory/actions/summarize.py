@@ -12,14 +12,15 @@ plain transcript and the topic's active notes, in one of two forms:
   budget when ``SUMMARY_INCREMENTAL`` is off (except for a summary the user corrected,
   which is always built on).
 
-Either way the call stays under ``SUMMARY_INPUT_TOKEN_BUDGET`` (approximate tokens): tool
+Either way the call stays under ``SUMMARY_INPUT_TOKEN_BUDGET`` (approximate tokens), or
+less when the model's context leaves less room (``memory.llm.fit_to_context``): tool
 results, tool arguments and very long messages are clipped, the previous summary and the
 notes are capped, and when the transcript still does not fit, the oldest messages are left
 out (a full transcript keeps its first user message, which usually names the subject).
 
 The answer is trusted only as far as the specification allows:
 
-* the summary is held to ``MAX_SUMMARY_CHARS`` like the user's edit (clipped, marked),
+* the summary is held to ``MAX_SUMMARY_CHARS`` like the user's edit (cut at a sentence, marked),
   the title to ``TITLE_LIMIT``;
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
@@ -60,10 +61,10 @@ from django.utils import timezone
 
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.constants import BUILTIN_TOOL_NAMES, MIN_MEMORY_TURNS
-from memory.lib.limits import MAX_SUMMARY_CHARS
-from memory.lib.text import UNTITLED_TOPIC, clip, one_line
+from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.text import UNTITLED_TOPIC, clip, one_line, shorten
 from memory.lib.tokens import estimate_tokens
-from memory.llm import LLMError, get_chat_model
+from memory.llm import LLMError, fit_to_context, get_chat_model, strip_reasoning
 from memory.models import Message, Topic
 from memory.stores.memory_states import apply_summarizer_flag
 from memory.stores.notes import read_notes
@@ -97,7 +98,6 @@ SUMMARY_SCHEMA = {
 }
 
 TITLE_LIMIT = 120  # characters; the column holds 200
-CLIP_MARKER_ROOM = 40  # what ``clip`` adds to say how much was cut
 FALLBACK_TITLE_LIMIT = 60
 FALLBACK_SUMMARY_LIMIT = 300
 
@@ -196,7 +196,7 @@ def summary_input(
     messages: a topic cut by a fork may start with a tool result, which an API would
     reject as a dangling message, and the model is asked to read it, not continue it.
     """
-    budget = budget or settings.SUMMARY_INPUT_TOKEN_BUDGET
+    budget = fit_to_context(budget or settings.SUMMARY_INPUT_TOKEN_BUDGET)
     mode: SummaryMode = "incremental" if previous is not None else "full"
     before: list[str] = []
     if previous is not None:
@@ -375,15 +375,19 @@ def parse_summary_answer(answer: object) -> tuple[str, str, bool]:
     if not isinstance(answer, dict):
         raise LLMError("summary answer is not a JSON object")
     title, summary = answer.get("title"), answer.get("summary")
-    if not isinstance(title, str) or not title.strip():
+    # What the model wrote meets the limits what people write meets (memory/lib/limits.py),
+    # clipped rather than refused, and no reasoning block survives in it.
+    if isinstance(title, str):
+        title = one_line(strip_reasoning(title), min(TITLE_LIMIT, MAX_TITLE_CHARS), at_word=True)
+    if isinstance(summary, str):
+        summary = shorten(strip_reasoning(summary).strip(), MAX_SUMMARY_CHARS)
+    if not isinstance(title, str) or not title:
         raise LLMError("summary answer has no title")
-    if not isinstance(summary, str) or not summary.strip():
+    if not isinstance(summary, str) or not summary:
         raise LLMError("summary answer has no summary")
     # Only a strict boolean true promotes: "true", 1 and a missing key are all false.
     include = answer.get("include_in_memory") is True
-    # The model is held to the limit a person editing the summary is held to.
-    summary = clip(summary.strip(), MAX_SUMMARY_CHARS - CLIP_MARKER_ROOM)
-    return one_line(title, TITLE_LIMIT, at_word=True), summary, include
+    return title, summary, include
 
 
 def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicSummary:

@@ -178,7 +178,11 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     start (the user's message, turn.started) before the model is asked, the reply deltas
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
-        with leases.session_lock(session.pk), stops.watching(session.pk) as stop:
+        with (
+            leases.session_lock(session.pk),
+            leases.turn_slots(user_id=session.user_id, organization_id=session.organization_id),
+            stops.watching(session.pk) as stop,
+        ):
             result = _run_turn(session=session, user_message=user_message(), stop=stop)
         _announce_done(session, result)
         _give_back_connection()  # before the end is published

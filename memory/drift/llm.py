@@ -17,7 +17,8 @@ from django.conf import settings
 
 from memory.drift.detectors import DriftDetector, DriftVerdict, Turn, get_detector
 from memory.lib.text import one_line
-from memory.llm import ChatModel, LLMError, get_chat_model
+from memory.lib.tokens import estimate_tokens, oldest_to_drop
+from memory.llm import ChatModel, LLMError, context_input_tokens, get_chat_model
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +88,15 @@ class LLMDriftDetector:
     ) -> DriftVerdict | None:
         """The model's verdict, or None when it failed or answered out of bounds."""
         shown = range(max(0, first - LLM_CONTEXT_TURNS), len(turns))
-        conversation = "\n".join(
+        lines = [
             f"[{index}] {turns[index].role}: {one_line(turns[index].text, LLM_TURN_CHARS)}"
             for index in shown
-        )
+        ]
         prompt = DRIFT_PROMPT.format(subject=subject.describe(), first=first, last=last)
+        # Within the model's context: the oldest turns shown before the window go first.
+        room = context_input_tokens() - estimate_tokens(prompt) - 16
+        drop = oldest_to_drop([estimate_tokens(line) + 1 for line in lines], room)
+        conversation = "\n".join(lines[min(drop, first - shown.start) :])
         messages = [
             {"role": "system", "content": prompt},
             {"role": "user", "content": conversation},

@@ -29,6 +29,20 @@ def one_line(text: str, limit: int | None = None, *, at_word: bool = False) -> s
     return cut + ELLIPSIS
 
 
+def shorten(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters, its lines kept: cut after the last sentence
+    (or else word) that ends in the second half of the room, the cut marked with an
+    ellipsis. For what people read (a summary the model ran long on)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    ends = [cut.rfind(mark) + len(mark) for mark in (". ", "! ", "? ", "。", "\n")]
+    end = max(ends)
+    if end < limit // 2:
+        end = cut.rfind(" ") if cut.rfind(" ") >= limit // 2 else len(cut)
+    return cut[:end].rstrip() + ELLIPSIS
+
+
 def clip(text: str, limit: int, *, keep: Literal["head", "tail"] = "head") -> str:
     """``text`` cut to about ``limit`` characters, saying how much was cut (for what a
     model reads: it learns that something is missing)."""

@@ -31,14 +31,34 @@ __all__ = [
     "ToolCall",
     "Usage",
     "clear_client_cache",
+    "context_input_tokens",
+    "fit_to_context",
     "get_chat_model",
     "parse_json_object",
     "strip_reasoning",
 ]
 
+# What share of the model's context one request's input may fill: the rest is room for the
+# answer and for the error of the token estimate (memory/lib/tokens.py counts four
+# characters a token; a real tokenizer counts more on code and non-Latin text).
+CONTEXT_INPUT_SHARE = 3 / 4
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Local servers (Ollama, vLLM, ...) ignore the key, but the client refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
+
+
+def context_input_tokens() -> int:
+    """How many (approximate) tokens one request's input may hold: the share of the
+    model's context (``DRIFTLESS_MODEL_CONTEXT``) every request is sized to, so none is
+    sent only to fail on the context."""
+    return int(settings.DRIFTLESS_MODEL_CONTEXT * CONTEXT_INPUT_SHARE)
+
+
+def fit_to_context(budget: int) -> int:
+    """``budget`` (approximate tokens of a request's input), or less when the model's
+    context leaves less room."""
+    return min(budget, context_input_tokens())
 
 
 def get_chat_model(

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 
 from memory.lib.commands import parse_memory_command
+from memory.lib.gist import gist
 from memory.lib.tool_words import describe_tool_result
 from memory.llm.types import Completion, LLMError, ToolCall
 
@@ -56,8 +57,55 @@ class OfflineModel:
     def complete_json(
         self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
     ) -> dict:
-        """Always fail, so callers take their deterministic fallbacks."""
-        raise LLMError("offline model: no model configured")
+        """A summary call gets the conversation's gist (memory/lib/gist.py: a title and a
+        summary from the user's own salient sentences, never promoted); any other call
+        fails, so its caller takes its deterministic fallback."""
+        asked = _summary_request(messages)
+        if asked is None:
+            raise LLMError("offline model: no model configured")
+        said, previous_title, previous_summary = asked
+        found = gist(said, previous_title=previous_title, previous_summary=previous_summary)
+        if not found.title or not found.summary:
+            raise LLMError("offline model: nothing to summarize")
+        return {"title": found.title, "summary": found.summary, "include_in_memory": False}
+
+
+# The summary call (memory/actions/summarize.py): the specification's prompt, then one
+# message holding "Summary so far (title: …):", the transcript, and the notes.
+_SUMMARY_PROMPT_START = "Summarize this conversation."
+_PREVIOUS = re.compile(r"^Summary so far \(title: (?P<title>.*)\):\n(?P<summary>.*)", re.S)
+_TRANSCRIPT_HEADINGS = ("Conversation since then:\n", "Conversation:\n")
+_NOTES_HEADING = "\n\nNotes for this topic:\n"
+_ENTRY = re.compile(r"^(User|Assistant|Assistant called|Tool result \([^)]*\)): ?", re.M)
+
+
+def _summary_request(messages: list[dict]) -> tuple[list[str], str, str] | None:
+    """The user's messages, the previous title and summary of a summary call; None for
+    any other call."""
+    if not messages or not _text(messages[0]).startswith(_SUMMARY_PROMPT_START):
+        return None
+    text = _text(messages[-1])
+    previous_title = previous_summary = ""
+    heading = next((h for h in _TRANSCRIPT_HEADINGS if h in text), None)
+    if heading is None:
+        return [], "", ""
+    before, transcript = text.split(heading, 1)
+    transcript = transcript.split(_NOTES_HEADING, 1)[0]
+    match = _PREVIOUS.match(before.strip())
+    if match:
+        previous_title, previous_summary = match["title"], match["summary"].strip()
+    return _user_lines(transcript), previous_title, previous_summary
+
+
+def _user_lines(transcript: str) -> list[str]:
+    """The user's messages of a transcript (a message may run over several lines)."""
+    starts = list(_ENTRY.finditer(transcript))
+    said = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(transcript)
+        if start.group(1) == "User":
+            said.append(transcript[start.end() : end].strip())
+    return said
 
 
 def _offline_answer(messages: list[dict]) -> tuple[str, tuple[ToolCall, ...]]:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import re
 
+from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line
-from memory.lib.validation import storable_json
+from memory.lib.validation import check_json_depth, storable_json
 from memory.llm.types import LLMError
 
 _QUOTE_LIMIT = 80  # how much of a bad answer is quoted back in an error
@@ -106,6 +107,10 @@ def parse_json_object(content: str) -> dict:
     otherwise the first object in it (a fenced block, or an object after a sentence).
     """
     text = strip_reasoning(content).strip()
+    try:  # the depth limit people's JSON meets
+        check_json_depth(text, field="model answer")
+    except InvalidInput as err:
+        raise LLMError(err.message) from err
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):

@@ -141,6 +141,12 @@ def scope_block(scope: Scope, *, budget: int) -> str:
     return truncate_to_budget(scope_memory_entries(session=scope._session()), budget=budget).text
 
 
+def scope_dropping_entries(scope: Scope, *, budget: int) -> bool:
+    """Whether the scope's block leaves entries out for its budget."""
+    entries = scope_memory_entries(session=scope._session())
+    return bool(truncate_to_budget(entries, budget=budget).dropped)
+
+
 def topic_fields(topic: Topic) -> dict[str, Any]:
     """What a run may change on ``topic``, as JSON."""
     changed_at = topic.memory_changed_at

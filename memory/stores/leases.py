@@ -218,6 +218,63 @@ def _acquire_waiting(name: str) -> Held:
         time.sleep(0.1)
 
 
+# --- fair sharing: how many turns one user, and one organization, may run at once --------
+
+USER_SLOT_PREFIX = "turn-slot:user:"
+ORGANIZATION_SLOT_PREFIX = "turn-slot:org:"
+
+
+class TurnCapReached(Conflict):
+    """The user (or the organization) already runs as many turns as it may at once:
+    refused at once, never queued, so one user's many sessions cannot starve the rest."""
+
+    code = "busy"
+    status = 429
+
+    def __init__(self, whose: str, cap: int) -> None:
+        super().__init__(
+            f"{whose} {cap} replies being generated at once; send this one when one of them is done"
+        )
+
+
+@contextmanager
+def turn_slots(*, user_id: int, organization_id: int) -> Iterator[None]:
+    """A slot of the user's ``TURN_CAP_PER_USER`` and of the organization's
+    ``TURN_CAP_PER_ORGANIZATION``, held while one turn runs (leases, so a dead process's
+    slots free themselves). :class:`TurnCapReached` when either has none free."""
+    user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
+    user_slot = _free_slot(f"{USER_SLOT_PREFIX}{user_id}:", user_cap)
+    if user_slot is None:
+        raise TurnCapReached("You already have", user_cap)
+    try:
+        org_slot = _free_slot(f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:", org_cap)
+        if org_slot is None:
+            raise TurnCapReached("Your organization already has", org_cap)
+        try:
+            yield
+        finally:
+            release(org_slot)
+    finally:
+        release(user_slot)
+
+
+def _free_slot(prefix: str, cap: int) -> Held | None:
+    taken = set(
+        Lease.objects.filter(name__startswith=prefix, expires_at__gt=timezone.now()).values_list(
+            "name", flat=True
+        )
+    )
+    for number in range(cap):
+        name = f"{prefix}{number}"
+        if name in taken:
+            continue
+        try:
+            return acquire(name)
+        except LeaseBusy:  # taken meanwhile: the next one
+            continue
+    return None
+
+
 def stop_accepting_turns() -> None:
     """Refuse new turns from now on (a graceful shutdown has begun)."""
     _stopping.set()

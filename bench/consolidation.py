@@ -1,0 +1,363 @@
+"""Consolidation benchmark: a scope grown over 100 sessions, with and without consolidation.
+
+Usage (from the repository root)::
+
+    python bench/consolidation.py [--sessions 100] [--every 10] [--budget 1500]
+    python bench/consolidation.py --real [--base-url URL] --sessions 40   # a real model
+
+The fixture, ``bench/data/consolidation-scope.jsonl``, is one promoted memory entry a
+line, in the order the sessions made them: repeated subjects (entries sharing a ``key``:
+duplicates), reversals (a later entry of the same key with another ``value``, linked by
+``reverses`` to the entries it reverses), small talk (``small_talk``, promoted as a real
+summarizer does), and entries the user curated (``curated``: promoted or deprecated by
+the user, or their own edit). Two users of one agent live the same 100 sessions in one
+run: ``without`` only grows; ``with`` also runs the consolidator (the real
+memory/actions/consolidation.py, the real ``openai`` client) every ``--every`` sessions.
+
+The model. By default a scripted one, deterministic: the fake OpenAI-compatible server of
+the test suite answers from the fixture's labels (the entries of one key are merged into
+the newest; an entry reversed by a later one is superseded by it). It is naive on purpose
+about the user's curation (it proposes to merge away, rewrite or supersede curated entries
+too), so the guard is exercised: those proposals must be refused. It measures the
+mechanics (what reaches the block, what is refused, what the budget drops), not the
+judgement of a model. ``--real`` asks an OpenAI-compatible endpoint (a local model lane)
+instead; serialize it with the machine's model lock when there is one, and keep it small
+(``--sessions 40``: four consolidations).
+
+It reports, for the block a new session of each scope reads: entries in the block, its
+tokens, duplicates left (asserted entries beyond the first of one key), reversed decisions
+still asserted (an entry a later one reversed, shown without ``[DEPRECATED]``), entries lost
+to the budget (FIFO), subjects missing from the block, and curated entries changed; then a
+last JSON line ``{"bench": "consolidation", ...}``. Targets: duplicates left and reversed
+still asserted at most 10 % of what they are without consolidation; no curated entry
+changed; the block within its budget; no more subjects missing than without. A missed
+target exits non-zero. It runs on a throwaway SQLite database and the in-process cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
+TARGET_SHARE = 0.10
+REAL_TIMEOUT_SECONDS = 900.0
+
+
+def configure() -> str:
+    var_dir = tempfile.mkdtemp(prefix="bench-consolidation-")
+    os.environ.update(
+        {
+            "SECRET_KEY": "bench-only-secret-key",
+            "DEBUG": "false",
+            "DJANGO_SETTINGS_MODULE": "driftless.settings",
+            "DRIFTLESS_VAR_DIR": var_dir,
+        }
+    )
+    for name in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        os.environ.pop(name, None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return var_dir
+
+
+def load_fixture(path: Path, sessions: int) -> list[dict]:
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [entry for entry in entries if entry["session"] <= sessions]
+
+
+# --- growing a scope ---------------------------------------------------------------------------
+
+
+class Scope:
+    """One user's scope with the agent, grown session by session from the fixture."""
+
+    def __init__(self, *, agent, username: str) -> None:
+        from django.contrib.auth import get_user_model
+
+        self.agent = agent
+        self.user = get_user_model().objects.create_user(username=username)
+        agent.organization.members.add(self.user)
+        self.label: dict[int, dict] = {}  # topic id → fixture entry
+        self.curated: dict[int, dict] = {}  # topic id → its fields when the user curated it
+
+    def grow(self, session_number: int, entries: list[dict]) -> None:
+        from memory.models import Session, Topic
+        from memory.stores.consolidation import topic_fields
+
+        session = Session.objects.start(user=self.user, agent=self.agent)
+        for minute, entry in enumerate(entries):
+            day = datetime.fromisoformat(entry["day"]).replace(tzinfo=UTC)
+            curated = entry.get("curated")
+            topic = Topic.objects.create(
+                session=session,
+                title=entry["title"],
+                summary=entry["summary"],
+                keep_in_memory=curated != "deprecated",
+                deprecated=curated == "deprecated",
+                keep_in_memory_manually_set=curated == "promoted",
+                deprecated_manually_set=curated == "deprecated",
+                summary_manually_set=curated == "edited",
+                memory_changed_at=day + timedelta(minutes=minute),
+                is_active=False,
+                origin=Topic.Origin.USER,
+            )
+            self.label[topic.pk] = entry
+            if curated:
+                self.curated[topic.pk] = topic_fields(topic)
+
+    def measure(self, *, reversed_ids: set[str]) -> dict:
+        from memory.models import Session, Topic
+        from memory.stores.consolidation import topic_fields
+        from memory.stores.persistent import scope_memory_entries, truncate_to_budget
+
+        probe = Session(agent=self.agent, user=self.user, organization=self.agent.organization)
+        entries = scope_memory_entries(session=probe)
+        block = truncate_to_budget(entries, budget=self.agent.memory_token_budget)
+        asserted = [self.label[e.topic_id] for e in block.entries if not e.deprecated]
+        keys = Counter(entry["key"] for entry in asserted if not entry["small_talk"])
+        grown_keys = {entry["key"] for entry in self.label.values() if not entry["small_talk"]}
+        topics = Topic.objects.in_bulk(list(self.curated))
+        changed = sum(topic_fields(topics[pk]) != fields for pk, fields in self.curated.items())
+        return {
+            "entries_in_block": len(block.entries),
+            "block_tokens": block.tokens,
+            "duplicates_left": sum(count - 1 for count in keys.values()),
+            "reversed_still_asserted": sum(entry["id"] in reversed_ids for entry in asserted),
+            "lost_to_budget": len(block.dropped),
+            "subjects_missing": len(grown_keys - set(keys)),
+            "curated_changed": changed,
+            "text": block.text,
+        }
+
+
+# --- the scripted model ------------------------------------------------------------------------
+
+
+class ScriptedConsolidator:
+    """Answers a consolidation call from the fixture's labels (see the module docstring)."""
+
+    def __init__(self, label: dict[int, dict]) -> None:
+        self.label = label
+
+    def __call__(self, body: dict) -> tuple[str, None]:
+        lines = body["messages"][1]["content"].splitlines()[1:]
+        records = [json.loads(line) for line in lines]
+        groups: dict[str, list[dict]] = {}
+        for record in records:
+            entry = self.label.get(record["id"])
+            if record.get("deprecated") and not record.get("user_curated"):
+                continue  # already reversed (it ignores only the user's curation)
+            if entry is not None and not entry["small_talk"]:
+                groups.setdefault(entry["key"], []).append(record)
+        operations = []
+        for group in groups.values():
+            operations.extend(self._group(group))
+        return json.dumps({"operations": operations}), None
+
+    def _group(self, group: list[dict]) -> list[dict]:
+        if len(group) < 2:
+            return []
+        newest = group[-1]
+        value = self.label[newest["id"]]["value"]
+        same = [r for r in group if self.label[r["id"]]["value"] == value]
+        operations = [
+            {"op": "supersede", "old": r["id"], "new": newest["id"]}
+            for r in group
+            if self.label[r["id"]]["value"] != value
+        ]
+        if len(same) > 1:
+            others = "; ".join(r["title"] for r in same[:-1])
+            summary = f"{newest.get('summary', '')} (also: {others})"
+            operations.append(
+                {
+                    "op": "merge",
+                    "ids": [r["id"] for r in same],
+                    "title": newest["title"],
+                    "summary": summary,
+                }
+            )
+        return operations
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def run(args) -> dict:
+    from django.conf import settings
+
+    from memory.actions.consolidation import do_consolidate
+    from memory.lib.tokens import estimate_tokens
+    from memory.llm import clear_client_cache
+    from memory.models import Agent, Organization
+    from memory.stores.persistent import MEMORY_HEADER
+
+    entries = load_fixture(args.fixture, args.sessions)
+    reversed_ids = {old for entry in entries for old in entry.get("reverses", ())}
+    organization = Organization.objects.create(name="Bench", slug="bench")
+    agent = Agent.objects.create(
+        organization=organization,
+        name="Bench",
+        soul="You are Bench.",
+        memory_token_budget=args.budget,
+    )
+    without = Scope(agent=agent, username="without")
+    with_ = Scope(agent=agent, username="with")
+    fake = None
+    if args.real:
+        settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = args.base_url, "not-needed"
+        settings.LLM_TIMEOUT_SECONDS = REAL_TIMEOUT_SECONDS
+        if args.model:
+            settings.DRIFTLESS_MODEL = args.model
+    else:
+        from tests.fake_openai import FakeOpenAI
+
+        fake = FakeOpenAI(responder=ScriptedConsolidator(with_.label))
+        settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = fake.base_url, "bench-key"
+    settings.LLM_MAX_RETRIES = 0
+    clear_client_cache()
+    runs, seconds = [], []
+    try:
+        for number in range(1, args.sessions + 1):
+            made = [entry for entry in entries if entry["session"] == number]
+            without.grow(number, made)
+            with_.grow(number, made)
+            if number % args.every == 0 or number == args.sessions:
+                started = time.monotonic()
+                runs.append(do_consolidate(agent=agent, user=with_.user))
+                seconds.append(time.monotonic() - started)
+                print(f"  consolidation after session {number}: {_run_line(runs[-1])}", flush=True)
+    finally:
+        clear_client_cache()
+        if fake is not None:
+            fake.close()
+    result = {
+        "without": without.measure(reversed_ids=reversed_ids),
+        "with": with_.measure(reversed_ids=reversed_ids),
+    }
+    limit = args.budget + estimate_tokens(MEMORY_HEADER) + 1
+    result["runs"] = {
+        "count": len(runs),
+        "statuses": dict(Counter(str(run.status) for run in runs)),
+        "applied": sum(len(run.applied) for run in runs),
+        "refused": sum(len(run.refused) for run in runs),
+        "refused_curated": sum(
+            "curated by the user" in item["reason"] for run in runs for item in run.refused
+        ),
+        "model_seconds": round(sum(seconds), 1),
+        "max_run_seconds": round(max(seconds, default=0.0), 1),
+    }
+    result["targets"] = _targets(result, limit=limit)
+    result["fixture"] = {
+        "sessions": args.sessions,
+        "entries": len(entries),
+        "keys": len({e["key"] for e in entries if not e["small_talk"]}),
+        "reversed": len(reversed_ids),
+        "small_talk": sum(e["small_talk"] for e in entries),
+        "curated": sum(bool(e.get("curated")) for e in entries),
+    }
+    return result
+
+
+def _run_line(run) -> str:
+    detail = f" ({run.detail})" if run.detail else ""
+    return f"{run.status}, {len(run.applied)} applied, {len(run.refused)} refused{detail}"
+
+
+def _targets(result: dict, *, limit: int) -> dict:
+    off, on = result["without"], result["with"]
+    return {
+        "duplicates": on["duplicates_left"] <= TARGET_SHARE * off["duplicates_left"],
+        "reversed": on["reversed_still_asserted"] <= TARGET_SHARE * off["reversed_still_asserted"],
+        "curated_unchanged": on["curated_changed"] == 0 and off["curated_changed"] == 0,
+        "tokens_bounded": on["block_tokens"] <= limit and off["block_tokens"] <= limit,
+        "no_subject_lost": on["subjects_missing"] <= off["subjects_missing"],
+    }
+
+
+COLUMNS = [
+    ("entries_in_block", "entries in block"),
+    ("block_tokens", "block tokens"),
+    ("duplicates_left", "duplicates left"),
+    ("reversed_still_asserted", "reversed still asserted"),
+    ("lost_to_budget", "lost to budget"),
+    ("subjects_missing", "subjects missing"),
+    ("curated_changed", "curated changed"),
+]
+
+
+def report(result: dict, *, mode: str) -> None:
+    print()
+    print("| consolidation | " + " | ".join(title for _, title in COLUMNS) + " |")
+    print("|---|" + "---:|" * len(COLUMNS))
+    for lane in ("without", "with"):
+        row = result[lane]
+        print(f"| {lane} | " + " | ".join(str(row[key]) for key, _ in COLUMNS) + " |")
+    runs = result["runs"]
+    print(
+        f"\nmodel: {mode}; {runs['count']} runs {runs['statuses']}, {runs['applied']} operations "
+        f"applied, {runs['refused']} refused ({runs['refused_curated']} on curated entries), "
+        f"{runs['model_seconds']} s in all (longest {runs['max_run_seconds']} s)"
+    )
+    targets = result["targets"].items()
+    print("targets: " + ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in targets))
+    summary = {
+        lane: {k: v for k, v in result[lane].items() if k != "text"} for lane in ("without", "with")
+    }
+    print(
+        json.dumps(
+            {
+                "bench": "consolidation",
+                "mode": mode,
+                **summary,
+                "runs": runs,
+                "fixture": result["fixture"],
+                "targets": result["targets"],
+                "pass": all(result["targets"].values()),
+            },
+            ensure_ascii=False,
+        )
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--every", type=int, default=10, help="consolidate every N sessions")
+    parser.add_argument("--budget", type=int, default=1500, help="the memory token budget")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE)
+    parser.add_argument("--real", action="store_true", help="ask a real model endpoint")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8081/v1")
+    parser.add_argument("--model", default="", help="the model name to ask for (--real)")
+    parser.add_argument("--show-blocks", action="store_true", help="print both blocks")
+    args = parser.parse_args()
+    var_dir = configure()
+    logging.getLogger("memory.actions.consolidation").setLevel(logging.WARNING)
+    try:
+        result = run(args)
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
+    if args.show_blocks:
+        for lane in ("without", "with"):
+            print(f"\n--- block {lane} consolidation ---\n{result[lane]['text']}")
+    report(result, mode=f"real ({args.base_url})" if args.real else "scripted")
+    return 0 if all(result["targets"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
