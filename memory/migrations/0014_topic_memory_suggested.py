@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0010_consolidation"),
+        ("memory", "0013_topic_consolidated_through_seq"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0010_consolidation'),
+        ('memory', '0012_repair_out_of_range_dates'),
     ]
 
     operations = [
