@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
@@ -160,6 +160,36 @@ def _take_back_last_reply(session: Session) -> Message:
     last.delete()
     publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=[reply_id]))
     return user_message
+
+
+class NothingToEdit(Conflict):
+    """The message to edit is not the user's last one in the active topic (any more)."""
+
+    code = "nothing_to_edit"
+
+
+def do_edit_turn(*, session: Session, message_id: int, content: str) -> TurnResult:
+    """Edit and resend the user's last message: it and what answered it (the reply, any
+    tool activity, an error record) are taken out of the thread, the edited text is
+    stored as the user's message and answered. What a tool already did (a fact set) stays
+    done. Raises NothingToEdit when ``message_id`` is not the last user message of the
+    active topic, InvalidInput for content that is not a message."""
+    content = check_message_content(content)
+    return _turn(session, lambda: _replace_last_message(session, message_id, content))
+
+
+def _replace_last_message(session: Session, message_id: int, content: str) -> Message:
+    topic = Topic.objects.get(session_id=session.pk, is_active=True)
+    last = topic.messages.filter(role=Message.Role.USER).order_by("-seq").first()
+    if last is None or last.pk != message_id:
+        raise NothingToEdit("only your last message in the active topic can be edited")
+    gone = list(
+        topic.messages.filter(seq__gte=last.seq).order_by("seq").values_list("pk", flat=True)
+    )
+    with transaction.atomic():  # the old message goes only with the new one stored
+        Message.objects.filter(pk__in=gone).delete()
+        publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
+        return _store(session, role=Message.Role.USER, content=content)
 
 
 def _answered_by(topic: Topic, reply: Message) -> Message:
