@@ -258,7 +258,7 @@ TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 # Fair sharing: turns one user, and one organization, may run at once (over every server
 # process); one more is refused with ``busy`` (memory/stores/leases.py).
 TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
-TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 24, minimum=1)
+TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 200, minimum=1)
 
 # Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)

@@ -256,12 +256,19 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
     return result
 
 
+# Model failures whose text goes on with the provider's own words, or a connection error.
+_PROVIDER_TEXT_AFTER = ("model endpoint error:", "connection to model endpoint")
+
+
 def model_failure(err: LLMError) -> str:
     """What a user reads of a model failure: what went wrong, never the provider's own
     text (organization and project ids, account details): that is in the log only."""
     if err.status is not None:
         return f"model endpoint returned HTTP {err.status}"
-    return without_addresses(str(err)).split(": ", 1)[0]
+    text = str(err)
+    if text.startswith(_PROVIDER_TEXT_AFTER):  # what follows the colon is the provider's
+        return without_addresses(text).split(": ", 1)[0]
+    return text  # our own account of it (a timeout, a stall, a cut stream)
 
 
 def _announce_done(session: Session, result: TurnResult) -> None:
