@@ -9,7 +9,7 @@ import json
 import pytest
 
 from memory.actions import turn as turn_module
-from memory.actions.tools import REPEATED_CALL_NOTE
+from memory.actions.tools import REPEATED_CALL_NOTE, UNKNOWN_TOOL_NOTE
 from memory.actions.turn import do_send_message
 from memory.stores.notes import read_notes
 from tests.event_shapes import checked_recorder
@@ -117,7 +117,11 @@ def test_an_invented_tool_is_an_error_result_the_model_reads_and_the_turn_answer
 
     assert roles(session) == ["user", "assistant", "tool", "assistant"]
     tool_message = result.activity[1]
-    assert json.loads(tool_message.content) == {"error": "unknown tool 'multiply'"}
+    assert json.loads(tool_message.content) == {
+        "error": "unknown tool 'multiply'",
+        "note": UNKNOWN_TOOL_NOTE,
+    }
+    assert "notes, important_info, manage_topic_memory, recall" in UNKNOWN_TOOL_NOTE
     assert fake_openai.requests[1]["messages"][-1] == {
         "role": "tool",
         "tool_call_id": call_id,

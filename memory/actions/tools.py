@@ -260,6 +260,12 @@ def dispatch_tool_calls(
     return messages
 
 
+# Small models invent tools ("multiply" for 17×3): the result tells them what to do instead.
+UNKNOWN_TOOL_NOTE = (
+    "There is no tool by that name. Answer the user yourself, or call one of the tools you "
+    f"were given ({', '.join(BUILTIN_TOOL_NAMES)}, or another listed one)."
+)
+
 ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was done"
 
 
@@ -271,7 +277,7 @@ def _run(
         return {"error": ACCESS_ENDED_ERROR}
     handler = _HANDLERS.get(call.name)
     if handler is None and not _other_has(other, call.name):
-        return {"error": f"unknown tool {call.name!r}"}
+        return {"error": f"unknown tool {call.name!r}", "note": UNKNOWN_TOOL_NOTE}
     try:
         arguments = _parse_arguments(call.arguments)
     except Refused as refused:
