@@ -94,6 +94,34 @@ def test_a_repeated_identical_tool_call_is_answered_from_its_result_and_ends_the
     assert result.failure is None
 
 
+def test_a_read_after_a_write_runs_again_but_a_repeated_write_does_not(session, fake_openai):
+    # What the real model did: $set, read, update, read, update of the same text.
+    text = "Hotel: Hiiragiya"
+    for arguments in (
+        {"operation": "$set", "content": text},
+        {"operation": "read"},
+        {"operation": "update", "content": text + ", 3-7 April"},
+        {"operation": "read"},
+        {"operation": "update", "content": text + ", 3-7 April"},
+    ):
+        fake_openai.reply_tool_calls([("notes", arguments)])
+    fake_openai.reply_text("Noted.")
+
+    result = do_send_message(session=session, content="We booked Hiiragiya, 3-7 April.")
+
+    results = [json.loads(m.content) for m in result.activity if m.role == "tool"]
+    assert [r.get("note") == REPEATED_CALL_NOTE for r in results] == [
+        False,
+        False,
+        False,
+        False,  # the second read ran again: the update made the first one stale
+        True,  # the update repeated was not run twice
+    ]
+    assert results[3]["notes"].endswith("3-7 April")
+    assert "tools" not in fake_openai.requests[-1]
+    assert result.reply.content == "Noted."
+
+
 def test_different_calls_to_the_same_tool_are_not_repeats(session, fake_openai):
     fake_openai.reply_tool_calls([("important_info", {"operation": "read", "key": "hotel"})])
     fake_openai.reply_tool_calls([("important_info", {"operation": "read", "key": "dates"})])

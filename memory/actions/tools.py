@@ -198,7 +198,9 @@ class CallResults:
     answered from its earlier result (not run twice) and counted in ``repeated``.
 
     Small models call the same tool again after its result, round after round; a turn
-    that keeps one of these stops them at the first repeat (memory/actions/turn.py).
+    that keeps one of these stops them at the first repeat (memory/actions/turn.py). A
+    built-in's write forgets the reads of the same tool before it, so a read after a write
+    runs again (its earlier result is stale); a write repeated is never run twice.
     """
 
     def __init__(self) -> None:
@@ -212,7 +214,20 @@ class CallResults:
         return result
 
     def remember(self, call: ToolCall, result: dict[str, Any]) -> None:
-        self._results[_call_key(call)] = result
+        key = _call_key(call)
+        if call.name in _HANDLERS and not _reads(key[1]):
+            for stale in [k for k in self._results if k[0] == call.name and _reads(k[1])]:
+                del self._results[stale]
+        self._results[key] = result
+
+
+def _reads(arguments: str) -> bool:
+    """Whether a built-in call (its canonical arguments) only reads."""
+    try:
+        operation = json.loads(arguments).get("operation")
+    except (ValueError, AttributeError):
+        return False
+    return operation in _READ_OPERATIONS
 
 
 def _call_key(call: ToolCall) -> tuple[str, str]:
@@ -450,6 +465,9 @@ def _recall(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
         result["note"] = "nothing in the past chats matches these words"
     return result
 
+
+# The built-ins' operations that change nothing.
+_READ_OPERATIONS = ("read", "search")
 
 _HANDLERS: dict[str, Callable[[Session, dict, str], dict[str, Any]]] = {
     "notes": _notes,
