@@ -195,7 +195,7 @@ def test_a_stream_that_stalls_after_starting_fails_with_a_clear_error(
 
     assert deltas == ["one", " two"]
     assert str(caught.value) == (
-        "model stream stalled: nothing arrived for 0.3s after the answer started"
+        "model stream stalled (nothing arrived for 0.3s after the answer started)"
     )
 
 

@@ -232,8 +232,9 @@ class OpenAIChatModel:
 
     def _stalled(self) -> str:
         return (
-            f"model stream stalled: nothing arrived for {self._timeouts.idle:g}s "
-            "after the answer started"
+            # No ": " in it: the user reads it whole (turn.model_failure keeps what is before one).
+            f"model stream stalled (nothing arrived for {self._timeouts.idle:g}s "
+            "after the answer started)"
         )
 
 
