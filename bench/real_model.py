@@ -130,9 +130,6 @@ def product_env(workdir: Path, base_url: str) -> dict[str, str]:
             "OPENAI_BASE_URL": base_url,
             "OPENAI_API_KEY": env.get("OPENAI_API_KEY") or "not-needed",
             "DRIFTLESS_MODEL": env.get("DRIFTLESS_MODEL") or "local",
-            "DRIFTLESS_MODEL_CONTEXT": env.get("DRIFTLESS_MODEL_CONTEXT") or "8192",
-            "LLM_TIMEOUT_SECONDS": env.get("LLM_TIMEOUT_SECONDS") or "300",
-            "LLM_MAX_RETRIES": env.get("LLM_MAX_RETRIES") or "0",
             "EVALUATION_SWEEP_SECONDS": "5",
             "EVALUATION_SWEEP_GRACE_SECONDS": "20",
             "PYTHONUNBUFFERED": "1",
@@ -216,7 +213,13 @@ def wait_evaluated(session_id: int, timeout: float) -> bool:
 # --------------------------------------------------------------------------- #
 
 
-def judge_turn(status: int, answer: object, expect: tuple[str, ...]) -> dict:
+def echo_only(message: str, reply: str) -> bool:
+    """The reply only repeats the user's message (this model does): not an answer."""
+    said, wrote = " ".join(message.split()).casefold(), " ".join(reply.split()).casefold()
+    return wrote.startswith(said) and len(wrote[len(said) :].split()) < 3
+
+
+def judge_turn(status: int, answer: object, expect: tuple[str, ...], message: str = "") -> dict:
     """One turn's outcome, from the REST answer the user's client gets."""
     row = {"status": status, "outcome": "", "text": "", "expected_words": None, "ids": []}
     if not isinstance(answer, dict):
@@ -238,6 +241,8 @@ def judge_turn(status: int, answer: object, expect: tuple[str, ...]) -> dict:
         row["outcome"] = "stop notice"
     elif not row["text"].strip() or row["text"].startswith(OFFLINE_MARK):
         row["outcome"] = "empty"
+    elif echo_only(message, row["text"]):
+        row["outcome"] = "echo only"
     else:
         row["outcome"] = "answered"
         if expect:
@@ -289,7 +294,7 @@ def run_day(server: str, token: str, user, agent, turns: int) -> dict:
         status, answer = rest(
             server, token, f"sessions/{sessions[number]}/messages", {"content": text}
         )
-        row = judge_turn(status, answer, expect)
+        row = judge_turn(status, answer, expect, text)
         row.update(turn=index, session=number, message=text, seconds=time.monotonic() - began)
         rows.append(row)
         print(

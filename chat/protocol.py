@@ -31,6 +31,7 @@ ErrorCode = Literal[
     "message_too_long",
     "turn_in_progress",
     "busy",
+    "rate_limited",
     "nothing_to_retry",
     "nothing_to_regenerate",
     "nothing_to_edit",

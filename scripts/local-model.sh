@@ -144,8 +144,11 @@ build() {
 
 serve() {
     [ -x "$BIN" ] && [ -f "$MODEL" ] || { log "not built yet: run make local-model"; exit 1; }
+    # --no-repack: on CPUs with AMX (this machine's), the repacked weights' kernels crash
+    # with a general protection fault right after the model loads (the VM may not enable
+    # AMX tiles); without repacking the server runs.
     exec "$BIN" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -t "$THREADS" \
-        -c "$CONTEXT" -np 1 --jinja --no-webui --chat-template-file "$TEMPLATE" "$@"
+        -c "$CONTEXT" -np 1 --jinja --no-webui --no-repack --chat-template-file "$TEMPLATE" "$@"
 }
 
 case "${1:-}" in

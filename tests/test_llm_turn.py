@@ -153,6 +153,27 @@ def test_an_http_500_on_a_request_with_tools_is_asked_again_without_tools(sessio
     assert result.reply.content == "17 × 3 is 51." and result.failure is None
 
 
+def test_a_500_named_in_a_stream_error_event_is_asked_again_without_tools(session, fake_openai):
+    # llama.cpp's server, once it started a stream, names its failure in an error event.
+    fake_openai.fail_mid_stream(content="", after=0, mode="error", status=500)
+    fake_openai.reply_text("51.")
+
+    result = do_send_message(session=session, content="What is 17×3?")
+
+    first, second = fake_openai.requests
+    assert "tools" in first and "tools" not in second
+    assert result.reply.content == "51." and result.failure is None
+
+
+def test_an_error_event_after_the_answer_began_is_not_asked_again(session, fake_openai):
+    fake_openai.fail_mid_stream(content="It is fifty", after=2, mode="error", status=500)
+
+    result = do_send_message(session=session, content="What is 17×3?")
+
+    assert len(fake_openai.requests) == 1
+    assert result.failure == "model" and "Failed to parse tool call" in result.error.content
+
+
 def test_a_second_500_is_a_clear_error_record(session, fake_openai):
     fake_openai.fail(status=500, message="Failed to parse tool call")
     fake_openai.fail(status=500, message="still broken")

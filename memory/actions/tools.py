@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
+from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.errors import InvalidInput, Refused
 from memory.lib.text import one_line
 from memory.lib.validation import loads_json
@@ -54,7 +55,6 @@ from memory.stores.recall import (
 
 logger = logging.getLogger(__name__)
 
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
 
 # What another tool source may return is cut here: a result rides in the window on the
 # following turns, and one huge result must not crowd out the conversation.

@@ -56,7 +56,7 @@ from memory.events import (
 )
 from memory.lib.commands import MemoryCommand, parse_memory_command
 from memory.lib.deltas import DeltaBatcher
-from memory.lib.errors import Conflict, Refused, log_error, public_failure
+from memory.lib.errors import Conflict, Refused, log_error, public_failure, without_addresses
 from memory.lib.pump import Pump
 from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
@@ -246,7 +246,7 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
     except LLMError as err:
         # The user reads why, without the endpoint's address; the log has it all.
         error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
-        _fail(session, result, failure="model", text=public_failure(str(err), error_id))
+        _fail(session, result, failure="model", text=public_failure(model_failure(err), error_id))
     except Exception as err:
         error_id = log_error(
             "turn %s of session %s failed", result.turn_id, session.pk, exc_info=err
@@ -255,6 +255,14 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
             session, result, failure="internal", text=public_failure(INTERNAL_ERROR_TEXT, error_id)
         )
     return result
+
+
+def model_failure(err: LLMError) -> str:
+    """What a user reads of a model failure: what went wrong, never the provider's own
+    text (organization and project ids, account details): that is in the log only."""
+    if err.status is not None:
+        return f"model endpoint returned HTTP {err.status}"
+    return without_addresses(str(err)).split(": ", 1)[0]
 
 
 def _announce_done(session: Session, result: TurnResult) -> None:
