@@ -57,6 +57,7 @@ from memory.events import (
 from memory.lib.commands import MemoryCommand, parse_memory_command
 from memory.lib.deltas import DeltaBatcher
 from memory.lib.errors import Conflict, Refused, log_error, public_failure, without_addresses
+from memory.lib.pump import Pump
 from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
@@ -422,8 +423,9 @@ def _stream(
         prompt_cache_key=session.prompt_cache_key,
         temperature=session.agent.temperature,
     )
+    pump = Pump(answer, name=f"model-stream-{turn_id[:8]}")
     try:
-        for item in answer:
+        for item in pump.items(every=stops.CHECK_SECONDS):
             if isinstance(item, Completion):
                 return item
             if item:
@@ -438,9 +440,7 @@ def _stream(
         raise
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
-        close = getattr(answer, "close", None)
-        if close is not None:
-            close()  # a stopped stream's connection is closed: the model stops too
+        pump.abandon()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")
 
 
