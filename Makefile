@@ -30,8 +30,13 @@ serve: install
 	$(PY) manage.py migrate --noinput
 	$(PY) -m driftless.multiserve --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
+# Everything but the browser tests on two workers (each its own test database), then the
+# browser tests in one process: Playwright's sync API leaves an event loop behind it, so
+# they run last and alone. TEST_WORKERS=0 runs the first part in this process.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not browser" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+	$(PY) -m pytest -m browser
 
 # The worker runs the periodic sweep too (--beat), and is started again if it dies
 # (driftless/supervise.py: Celery can still die when Redis restarts).
@@ -63,6 +68,7 @@ bench: install
 	$(PY) bench/chat_load.py
 	$(PY) bench/prompt_cache.py
 	$(PY) bench/context_assembly.py
+	$(PY) bench/search.py
 	$(PY) bench/soak.py
 	$(PY) bench/summary_cost.py
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \

@@ -91,13 +91,17 @@ def drop_database(pg_name: str | None, sqlite_dir: str | None) -> None:
     from django.db import connections
 
     connections.close_all()
+    for connection in connections.all(initialized_only=True):
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()  # the pool keeps its connections open after close_all
     if sqlite_dir:
         shutil.rmtree(sqlite_dir, ignore_errors=True)
     if pg_name:
         import psycopg
 
         with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{pg_name}"')
+            c.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 
 
 def build_scope(*, agent, index: int, messages: int):

@@ -28,9 +28,11 @@ same answer model:
   oldest turns cut past ``--full-max-tokens`` (approximate tokens: the model's context);
 * ``retrieval``: one call with the raw turns (user and assistant) the product's full-text
   index ranks first for the question (memory/stores/recall.py's terms and index: BM25 on
-  SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the prompt size
-  Driftless used on that same question (approximate tokens of the requests, tools
-  included), or ``--retrieval-tokens`` when Driftless does not run.
+  SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the size of
+  Driftless's largest request on that same question (approximate tokens, its tools'
+  schemas included: the context it filled; a tool round re-sends that request plus the
+  results, mostly from the provider's cache), or ``--retrieval-tokens`` when Driftless
+  does not run.
 
 A reply is right when it holds the gold answer or one of its ``accept`` alternatives
 after normalization (case, accents, punctuation, English articles); ``abstain`` questions
@@ -61,6 +63,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -216,7 +219,8 @@ def make_scope(name: str):
     from memory.models import Agent, Organization
 
     organization = Organization.objects.create(name=f"QA {name}", slug=f"qa-{name}"[:50])
-    agent = Agent.objects.create(organization=organization, name="Sage", soul=SOUL)
+    # Temperature 0 for every system (the baselines' calls ask for it too): repeatable.
+    agent = Agent.objects.create(organization=organization, name="Sage", soul=SOUL, temperature=0.0)
     users = []
     for role in ("user", "stranger"):
         user = get_user_model().objects.create_user(f"{role}-{name}"[:150], password=None)
@@ -416,7 +420,7 @@ def run_history(history: History, number: int, args, ledger: Ledger, pending: li
         for index, question in enumerate(history.questions):
             if system == "driftless":
                 answer = ask_product(user=user, agent=agent, question=question, ledger=ledger)
-                budgets[index] = sum(call.estimated for call in answer.calls)
+                budgets[index] = max((call.estimated for call in answer.calls), default=0)
             elif system == "none":
                 answer = ask_product(user=stranger, agent=agent, question=question, ledger=ledger)
             elif system == "full":
@@ -562,6 +566,9 @@ def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dic
 
 
 def select(histories: list[History], args) -> list[History]:
+    if args.ids:
+        wanted = args.ids.split(",")
+        histories = [history for history in histories if history.id in wanted]
     histories = histories[: args.histories] if args.histories else histories
     chosen = []
     for history in histories:
@@ -610,6 +617,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, default=2, help="LoCoMo: how many")
     parser.add_argument("--categories", default="1,2,3,4", help="LoCoMo: question categories")
     parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
+    parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
     parser.add_argument("--questions-per-history", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="at most N questions in all")
     parser.add_argument("--seed", type=int, default=22, help="for --questions-per-history")
@@ -645,17 +653,24 @@ def main(argv: list[str] | None = None) -> int:
 
         ledger, pending = Ledger(offline_ingest=args.ingest == "offline"), []
         install_recorder(ledger, pending)
-        scored, ingestion = [], []
-        for number, history in enumerate(histories):
-            rows, figures = run_history(history, number, args, ledger, pending)
-            scored += rows
-            ingestion.append(figures)
-            print(
-                f"history {history.id}: {len(history.questions)} questions, "
-                f"{time.perf_counter() - started:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+        scored, ingestion, done = [], [], []
+        signal.signal(signal.SIGTERM, _interrupt)  # ``timeout`` stops a slow run: report it
+        try:
+            for number, history in enumerate(histories):
+                rows, figures = run_history(history, number, args, ledger, pending)
+                scored += rows
+                ingestion.append(figures)
+                done.append(history)
+                print(
+                    f"history {history.id}: {len(history.questions)} questions, "
+                    f"{time.perf_counter() - started:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            print(f"interrupted: reporting the {len(done)} histories done", file=sys.stderr)
+        interrupted = len(done) < len(histories)
+        histories = done
         model = get_chat_model("chat").name
         detector = settings.DRIFT_DETECTOR
     finally:
@@ -663,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     systems, kinds = summarize(scored, args.systems), by_kind(scored)
     targets = check_targets(systems, kinds)
     source = args.data or f"LoCoMo ({len(histories)} conversations, categories {args.categories})"
+    if interrupted:
+        source += " (INTERRUPTED: only the histories done)"
     print(
         f"memory QA: {source}; {len(histories)} histories, "
         f"{sum(len(h.questions) for h in histories)} questions; answer model {model}; "
@@ -689,7 +706,11 @@ def main(argv: list[str] | None = None) -> int:
             ensure_ascii=False,
         )
     )
-    return 0 if ok else 1
+    return 0 if ok and not interrupted else 1
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def write_replies(path: str, scored: list[Scored]) -> None:

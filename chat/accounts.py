@@ -32,6 +32,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 from django.utils.crypto import constant_time_compare
+from rest_framework.authtoken.models import Token
 
 from memory.events import group_send
 from memory.models import Organization
@@ -84,6 +85,14 @@ def notify_account_changed(user_ids, *, session_key: str | None = None) -> None:
 def _logged_out(sender, request, user, **kwargs) -> None:
     if user is not None:
         notify_account_changed([user.pk], session_key=request.session.session_key)
+
+
+@receiver(post_save, sender=get_user_model())
+def _password_changed(sender, instance, created, **kwargs) -> None:
+    # set_password() leaves the new password in ``_password`` until the save is done: the
+    # API tokens issued before the change stop working with it.
+    if not created and getattr(instance, "_password", None) is not None:
+        Token.objects.filter(user=instance).delete()
 
 
 @receiver(post_save, sender=get_user_model())

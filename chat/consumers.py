@@ -27,6 +27,7 @@ from chat.accounts import live_user, user_group
 from chat.protocol import (
     CancelTurn,
     ClientFrame,
+    EditMessage,
     NewTopic,
     RegenerateTurn,
     RetryTurn,
@@ -36,6 +37,7 @@ from chat.protocol import (
 from memory.actions.scheduling import request_exit_evaluation
 from memory.actions.topics import do_new_topic
 from memory.actions.turn import (
+    do_edit_turn,
     do_regenerate_turn,
     do_retry_turn,
     do_send_message,
@@ -102,6 +104,8 @@ def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
             do_send_message(session=session, content=frame.content)
         elif isinstance(frame, RetryTurn):
             do_retry_turn(session=session)
+        elif isinstance(frame, EditMessage):
+            do_edit_turn(session=session, message_id=frame.message_id, content=frame.content)
         elif isinstance(frame, RegenerateTurn):
             do_regenerate_turn(session=session)
         elif isinstance(frame, NewTopic):

@@ -12,6 +12,7 @@ from django.middleware.csrf import get_token
 from django.urls import reverse
 
 from memory.lib.limits import MAX_MESSAGE_CHARS
+from memory.llm import get_chat_model
 
 # What a script calls each URL -> (the route's name, the placeholders of its URL).
 _ROUTES = {
@@ -31,6 +32,8 @@ _ROUTES = {
     "topicMessages": ("api-topic-messages", ("topic_id",)),
     "topicMemory": ("api-topic-memory", ("topic_id",)),
     "topicNotes": ("api-topic-notes", ("topic_id",)),
+    "memoryImport": ("api-memory-import", ()),
+    "dataExport": ("data-export", ()),
 }
 # The websocket route (chat/routing.py) is not one Django's URL resolver knows.
 SOCKET_PATH = "/ws/sessions/{session_id}/"
@@ -54,6 +57,13 @@ def url_templates() -> dict[str, str]:
     urls = {key: url_template(route, params) for key, (route, params) in _ROUTES.items()}
     urls["socket"] = SOCKET_PATH
     return urls
+
+
+def model_shown(agent=None) -> dict:
+    """The model a page names (the agent's own, or the settings'), and whether it is the
+    offline stand-in: the chat page's badge and the start-up banner say which is active."""
+    model = get_chat_model("chat", model_name=(agent.model_name.strip() if agent else None))
+    return {"name": model.name, "offline": bool(model.offline)}
 
 
 def page_config(request, **extra) -> dict:

@@ -31,8 +31,10 @@ ErrorCode = Literal[
     "message_too_long",
     "turn_in_progress",
     "busy",
+    "rate_limited",
     "nothing_to_retry",
     "nothing_to_regenerate",
+    "nothing_to_edit",
     "internal_error",
     "events_unavailable",
     "server_restarting",
@@ -64,6 +66,15 @@ class RetryTurn:
 
 
 @dataclass(frozen=True)
+class EditMessage:
+    """``{"type": "message.edit", "message_id": 41, "content": "..."}``: replace your last
+    message (and its answer) with the edited text, answered anew."""
+
+    message_id: int
+    content: str
+
+
+@dataclass(frozen=True)
 class RegenerateTurn:
     """``{"type": "turn.regenerate"}``: replace the last reply with a new one."""
 
@@ -74,9 +85,16 @@ class CancelTurn:
     had streamed is stored as the reply, marked stopped. Nothing running: nothing happens."""
 
 
-ClientFrame = SendMessage | NewTopic | RetryTurn | RegenerateTurn | CancelTurn
+ClientFrame = SendMessage | EditMessage | NewTopic | RetryTurn | RegenerateTurn | CancelTurn
 
-FRAME_TYPES = ("message.send", "topic.new", "turn.retry", "turn.regenerate", "turn.cancel")
+FRAME_TYPES = (
+    "message.send",
+    "message.edit",
+    "topic.new",
+    "turn.retry",
+    "turn.regenerate",
+    "turn.cancel",
+)
 
 
 def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
@@ -94,6 +112,13 @@ def parse_frame(text: str | None, *, binary: bool = False) -> ClientFrame:
     frame_type = data["type"]
     if frame_type == "message.send":
         return SendMessage(content=check_message_content(data.get("content")))
+    if frame_type == "message.edit":
+        message_id = data.get("message_id")
+        if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id < 1:
+            raise FrameRefused("invalid_frame", '"message_id" is the id of your last message')
+        return EditMessage(
+            message_id=message_id, content=check_message_content(data.get("content"))
+        )
     if frame_type == "topic.new":
         return NewTopic()
     if frame_type == "turn.retry":

@@ -15,6 +15,8 @@ urlpatterns = [
     path("sessions/<int:session_id>/", views.chat, name="chat"),
     path("sessions/<int:session_id>/delete/", views.delete_session, name="delete-session"),
     path("search/", views.search, name="search"),
+    path("data/", views.data_page, name="data"),
+    path("data/export", views.data_export, name="data-export"),
     path("login/", login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

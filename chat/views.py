@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -18,8 +18,9 @@ from django.views.decorators.http import require_POST
 from chat.api.scoping import owned_session_or_404
 from chat.api.search import hit_url
 from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
-from chat.page_config import page_config
+from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
+from memory.actions.portability import export_memory
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
 from memory.lib.text import UNTITLED_SESSION
@@ -30,9 +31,17 @@ from memory.stores.search import SearchError, marked_segments, search_memory
 
 def sessions_for_list(user):
     """The user's sessions, latest first, with what a list shows: the title people see
-    (the session's own, else its active topic's) and the messages the thread shows
-    (the conversation: no tool calls or results)."""
-    active_title = Topic.objects.filter(session=OuterRef("pk"), is_active=True).values("title")
+    and the messages the thread shows (the conversation: no tool calls or results).
+
+    The title is stable: the session's own (the user's rename), else its first topic's
+    that has one. A fork never renames the session after its newest topic (issue 24: the
+    Japan chat became "Completely different thing: …")."""
+    first_title = (
+        Topic.objects.filter(session=OuterRef("pk"))
+        .exclude(title="")
+        .order_by("created_at", "pk")
+        .values("title")
+    )
     shown = (
         Message.objects.conversation()
         .filter(session=OuterRef("pk"))
@@ -45,14 +54,14 @@ def sessions_for_list(user):
         Session.objects.owned_by(user)
         .select_related("agent")
         .annotate(
-            active_topic_title=Subquery(active_title[:1]),
+            first_topic_title=Subquery(first_title[:1]),
             shown_messages=Coalesce(Subquery(shown), 0),
         )
     )
 
 
 def shown_title(session) -> str:
-    return session.title or session.active_topic_title or UNTITLED_SESSION
+    return session.title or session.first_topic_title or UNTITLED_SESSION
 
 
 def listed_sessions(user) -> list[Session]:
@@ -60,7 +69,7 @@ def listed_sessions(user) -> list[Session]:
     sessions = list(sessions_for_list(user))
     for session in sessions:
         session.shown_title = shown_title(session)
-        session.has_name = bool(session.title or session.active_topic_title)
+        session.has_name = bool(session.title or session.first_topic_title)
     return sessions
 
 
@@ -126,21 +135,53 @@ def chat(request, session_id: int):
         "current_id": session.pk,
         "initial": initial,
         "config": config,
+        "model": model_shown(session.agent),
     }
     return render(request, "chat/session.html", context)
+
+
+@never_cache
+@login_required
+def data_page(request):
+    """Your data: export a memory as a JSON file, import one (a preview, then the result)."""
+    agents = list(Agent.objects.usable_by(request.user))
+    return render(
+        request,
+        "chat/data.html",
+        {"agents": agents, "config": page_config(request), "query": ""},
+    )
+
+
+@never_cache
+@login_required
+def data_export(request):
+    """The export as a file download, JSON whatever the browser asks for: the same
+    document as ``GET /agents-api/memory/export`` (docs/memory-export.md)."""
+    agent_id = request.GET.get("agent", "")
+    if not agent_id.isdecimal():
+        raise Http404("no such agent")
+    agent = get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+    whole = request.GET.get("sessions") == "true"
+    document = export_memory(user=request.user, agent=agent, include_sessions=whole)
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 1})
+    kind = "everything" if whole else "memory"
+    response["Content-Disposition"] = f'attachment; filename="driftless-{kind}-{agent.pk}.json"'
+    return response
 
 
 @login_required
 def delete_session(request, session_id: int):
     """Ask, then delete: the page says plainly that it is permanent."""
     session = owned_session_or_404(request.user, session_id)
+    named = next((s for s in listed_sessions(request.user) if s.pk == session.pk), None)
+    name = named.shown_title if named else str(session)
     if request.method == "POST":
         try:
             do_delete_session(session=session, deleted_by=request.user, via=Deletion.Via.USER)
         except Refused as refused:  # a turn of the session is running, or a restart
             messages.error(request, f"Not deleted: {refused.message}")
             return redirect("delete-session", session_id=session.pk)
-        messages.success(request, f"“{session}” was deleted permanently.")
+        messages.success(request, f"“{name}” was deleted permanently.")
         return redirect("home")
     counts = session.topics.aggregate(
         topics=Count("pk"),
@@ -149,7 +190,12 @@ def delete_session(request, session_id: int):
     return render(
         request,
         "chat/delete_session.html",
-        {"session": session, "messages_total": session.messages.count(), **counts},
+        {
+            "session": session,
+            "session_name": name,
+            "messages_total": session.messages.count(),
+            **counts,
+        },
     )
 
 
@@ -163,8 +209,21 @@ def search(request):
             hits = search_memory(user=request.user, query=query)
         except SearchError as err:
             error = err.message
+    # Where each hit is, and when: two topics of the same title are told apart.
+    names = {s.pk: s.shown_title for s in listed_sessions(request.user)} if hits else {}
+    dates = dict(
+        Topic.objects.filter(
+            pk__in=[hit.topic_id for hit in hits if hit.topic_id], session_id__in=names
+        ).values_list("pk", "created_at")
+    )
     results = [
-        {"hit": hit, "url": hit_url(hit), "segments": marked_segments(hit.snippet, query=query)}
+        {
+            "hit": hit,
+            "url": hit_url(hit),
+            "segments": marked_segments(hit.snippet, query=query),
+            "session_name": names.get(hit.session_id, ""),
+            "date": dates.get(hit.topic_id),
+        }
         for hit in hits
     ]
     return render(request, "chat/search.html", {"query": query, "results": results, "error": error})

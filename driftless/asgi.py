@@ -16,16 +16,20 @@ import redis  # noqa: E402, F401
 import redis.asyncio  # noqa: E402, F401
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from chat.origin import SameOriginValidator  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.socket_limits import SocketLimits  # noqa: E402
+from driftless.body_limit import BodyLimit  # noqa: E402
 
 # Static files come from WhiteNoise's middleware (driftless/settings.py), in every mode.
 application = ProtocolTypeRouter(
     {
-        "http": django_http,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        "http": BodyLimit(django_http),  # an oversized body is refused unread
+        # The page must come from this site, scheme and port included (chat/origin.py).
+        # Sockets per user and frames per socket are capped (chat/socket_limits.py).
+        "websocket": SameOriginValidator(
+            AuthMiddlewareStack(SocketLimits(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

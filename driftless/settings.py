@@ -71,6 +71,12 @@ LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 # The proxies in front (their addresses as the server sees them): X-Forwarded-For is read
 # only from these, its rightmost other entry being the client. Empty: the header is ignored.
 FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
+# Searches and new sessions per user a minute on the pages (chat/middleware.py).
+PAGE_RATE_PER_MINUTE = env_int("PAGE_RATE_PER_MINUTE", 30, minimum=1)
+# Open sockets of one user per server process, and frames a socket may send a minute
+# (chat/socket_limits.py).
+SOCKETS_PER_USER = env_int("SOCKETS_PER_USER", 20, minimum=1)
+SOCKET_FRAMES_PER_MINUTE = env_int("SOCKET_FRAMES_PER_MINUTE", 120, minimum=1)
 
 INSTALLED_APPS = [
     "daphne",
@@ -92,12 +98,14 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "chat.middleware.Utf8PathMiddleware",
+    "chat.middleware.NoStoreApiMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "chat.middleware.CostlyPageRateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "chat.errors.ErrorIdMiddleware",
@@ -250,7 +258,7 @@ TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 # Fair sharing: turns one user, and one organization, may run at once (over every server
 # process); one more is refused with ``busy`` (memory/stores/leases.py).
 TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
-TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 24, minimum=1)
+TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 200, minimum=1)
 
 # Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
@@ -319,6 +327,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     # The memory state appears in topics and in the curation request: one enum for both.
     "ENUM_NAME_OVERRIDES": {"MemoryStateEnum": "memory.models.MemoryState"},
+    # The schema maps every endpoint and limit: for logged-in callers only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 
 LANGUAGE_CODE = "en-us"

@@ -8,7 +8,7 @@
   persistent memory, memory states, leases (the session lock), search.
 * ``events.py``  every websocket event and the message and topic payloads, defined once.
 * ``models/``    rows, their behaviour and their QuerySets (with Django's own files:
-  ``admin.py`` with ``admin_scope.py`` (staff confined to their organizations),
+  ``admin/`` (with ``scope.py``: staff confined to their organizations),
   ``apps.py``, ``tasks.py``, ``management/``, ``migrations/``).
 * ``drift/``     drift detection without the ORM: detectors, cues, text statistics, and
   the model's detector.

@@ -55,6 +55,9 @@ class TopicPayload(TypedDict):
     shown_title: str  # the title, or the one rule's word for a topic without one
     summary: str
     memory_state: MemoryStateName
+    # Suggested for memory by its summary but drawn from outside tool results: only the
+    # user promotes it (the brain icon).
+    memory_suggested: bool
     keep_in_memory_manually_set: bool
     deprecated_manually_set: bool
     summary_manually_set: bool
@@ -105,6 +108,7 @@ def topic_payload(topic: Topic) -> TopicPayload:
         "shown_title": shown_topic_title(topic.title),
         "summary": topic.summary,
         "memory_state": topic.memory_state.value,
+        "memory_suggested": topic.memory_suggested,
         "keep_in_memory_manually_set": topic.keep_in_memory_manually_set,
         "deprecated_manually_set": topic.deprecated_manually_set,
         "summary_manually_set": topic.summary_manually_set,
@@ -191,7 +195,8 @@ class MessageCreated(TypedDict):
 
 class MessagesDeleted(TypedDict):
     """Messages were taken out of the thread: the last reply, replaced by a regenerated one
-    (``turn.regenerate``); the new reply streams next."""
+    (``turn.regenerate``), or the user's last message and its answer, replaced by the
+    edited message (``message.edit``); the new turn follows."""
 
     type: Literal["message.deleted"]
     topic_id: int

@@ -51,7 +51,8 @@ class _Script:
     error_message: str = ""
     delay: float = 0.0
     cut_after: int | None = None  # break the response after this many text deltas
-    cut_mode: Literal["drop", "garbage", "end"] = "drop"
+    cut_mode: Literal["drop", "garbage", "end", "error"] = "drop"
+    error_status: int = 500  # the code an "error" cut names in its error event
     stall_after: int | None = None  # streaming: pause after this many text deltas...
     stall_seconds: float = 0.0  # ...for this long, then send the rest
 
@@ -159,15 +160,18 @@ class FakeOpenAI:
         *,
         content: str = "this answer is cut off before it ends",
         after: int = 2,
-        mode: Literal["drop", "garbage", "end"] = "drop",
+        mode: Literal["drop", "garbage", "end", "error"] = "drop",
+        status: int = 500,
     ) -> None:
         """Queue a response that breaks after `after` text deltas.
 
         "drop" closes the connection mid-body; "garbage" sends a chunk that is not JSON;
         "end" ends the body cleanly but early (no finish reason, no [DONE]), as a proxy
-        that gave up would. Non-streaming, "garbage" and "end" send half the JSON body.
+        that gave up would; "error" sends an error event naming `status` and ends, as
+        llama.cpp's server does when it fails after the stream started (it failed to parse
+        a tool call). Non-streaming, "garbage", "end" and "error" send half the JSON body.
         """
-        self._push(_Script(content=content, cut_after=after, cut_mode=mode))
+        self._push(_Script(content=content, cut_after=after, cut_mode=mode, error_status=status))
 
     def stall_mid_stream(
         self, *, content: str = "this answer pauses midway", after: int = 2, seconds: float
@@ -327,6 +331,10 @@ class _ChatHandler(BaseHTTPRequestHandler):
             return
         if script.cut_mode == "garbage":
             self._write_event("{this is not json")
+        if script.cut_mode == "error":
+            error = _error_body("Failed to parse tool call")
+            error["error"]["code"] = script.error_status
+            self._write_event(json.dumps(error))
         self._write_chunk(b"")
 
     def _send_stalling_stream(self, script: _Script, chunks: list[dict]) -> None:

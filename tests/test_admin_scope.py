@@ -158,7 +158,7 @@ def test_every_admin_of_the_memory_app_is_confined_to_organizations():
     """A model admin added later (consolidation runs were one) is scoped like the rest."""
     from django.contrib import admin
 
-    from memory.admin_scope import OrganizationScoped
+    from memory.admin.scope import OrganizationScoped
 
     unscoped = [
         model._meta.label

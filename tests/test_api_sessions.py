@@ -169,7 +169,8 @@ def test_a_model_failure_answers_502_and_keeps_the_message(alice, session, fake_
 
     assert response.status_code == 502
     body = response.json()
-    assert "upstream exploded" in body["error"] and body["retryable"] is True
+    assert "HTTP 503" in body["error"] and body["retryable"] is True
+    assert "upstream exploded" not in body["error"]  # the provider's text: in the log only
     assert body["user_message"]["content"] == "Hello?"
     assert list(session.messages.values_list("role", flat=True)) == ["user", "error"]
 

@@ -19,7 +19,7 @@ MAX_FUNCTION_LINES = 80
 MAX_MEMORY_ENTRIES = 12
 DJANGO_FILES = {
     "__init__.py",
-    "admin.py",
+    "admin",  # a package: the organization scope and consolidation runs beside the rest
     "apps.py",
     "migrations",
     "models",  # a package: the durable facts beside the rest (memory/models/facts.py)

@@ -6,7 +6,7 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection, connections
+from django.db import DataError, connection, connections
 
 from memory.actions import portability
 from memory.actions.portability import MAX_SEQ, ImportBusy, ImportRefused, import_memory
@@ -210,3 +210,23 @@ def test_a_concurrent_import_into_the_same_scope_is_a_409(client, alice, agent):
         thread.join()
     assert _post(client, agent, _document()).status_code == 200
     assert connection.vendor == "postgresql"
+
+
+@pytest.mark.postgres
+def test_a_year_10000_date_stored_before_the_fix_is_repaired_by_the_migration(
+    as_alice, alice, agent
+):
+    import importlib
+
+    repair = importlib.import_module("memory.migrations.0012_repair_out_of_range_dates").repair
+    session = Session.objects.start(user=alice, agent=agent, title="From a bad import")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_session SET created_at = '9999-12-31T23:59:59-14:00' WHERE id = %s",
+            [session.pk],
+        )
+    with pytest.raises((ValueError, DataError)):  # what the pages met: year 10000
+        Session.objects.get(pk=session.pk)
+    repair(None, connection.schema_editor())
+    assert Session.objects.get(pk=session.pk).created_at.year < 10000
+    assert as_alice.get("/").status_code == 200

@@ -6,6 +6,7 @@ misbehave that way."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -194,7 +195,7 @@ def test_a_stream_that_stalls_after_starting_fails_with_a_clear_error(
 
     assert deltas == ["one", " two"]
     assert str(caught.value) == (
-        "model stream stalled: nothing arrived for 0.3s after the answer started"
+        "model stream stalled (nothing arrived for 0.3s after the answer started)"
     )
 
 
@@ -205,6 +206,21 @@ def test_a_pause_shorter_than_the_idle_timeout_is_not_a_stall(fake_openai: FakeO
     _, completion = _drain(get_chat_model().stream(messages=USER_HELLO))
 
     assert completion.content == "one two three four"
+
+
+def test_a_slow_caller_between_deltas_is_not_taken_for_a_stalled_stream(
+    fake_openai: FakeOpenAI, short_idle
+):
+    # The rest comes 0.4 s later (past the idle timeout), but the caller was still busy
+    # with the first delta then: the stream never kept it waiting.
+    fake_openai.stall_mid_stream(content="one two three", after=1, seconds=0.4)
+
+    items = []
+    for item in get_chat_model().stream(messages=USER_HELLO):
+        items.append(item)
+        time.sleep(0.6)  # the turn publishing a delta slowly (Redis under load)
+
+    assert isinstance(items[-1], Completion) and items[-1].content == "one two three"
 
 
 def test_a_json_call_that_stalls_fails_with_the_same_clear_error(

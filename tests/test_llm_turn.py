@@ -9,7 +9,7 @@ import json
 import pytest
 
 from memory.actions import turn as turn_module
-from memory.actions.tools import REPEATED_CALL_NOTE
+from memory.actions.tools import REPEATED_CALL_NOTE, UNKNOWN_TOOL_NOTE
 from memory.actions.turn import do_send_message
 from memory.stores.notes import read_notes
 from tests.event_shapes import checked_recorder
@@ -45,7 +45,7 @@ def test_a_stream_that_stalls_ends_the_turn_with_a_clear_error_record_and_keeps_
     assert roles(session) == ["user", "error"]
     assert result.user_message.content == "Tell me about Kyoto in April."
     assert result.failure == "model" and result.reply is None
-    assert "model stream stalled: nothing arrived for 0.3s" in result.error.content
+    assert "model stream stalled (nothing arrived for 0.3s" in result.error.content
     (error,) = [e for e in events if e["type"] == "turn.error"]
     assert "stalled" in error["error"] and error["retryable"] is True
 
@@ -94,6 +94,34 @@ def test_a_repeated_identical_tool_call_is_answered_from_its_result_and_ends_the
     assert result.failure is None
 
 
+def test_a_read_after_a_write_runs_again_but_a_repeated_write_does_not(session, fake_openai):
+    # What the real model did: $set, read, update, read, update of the same text.
+    text = "Hotel: Hiiragiya"
+    for arguments in (
+        {"operation": "$set", "content": text},
+        {"operation": "read"},
+        {"operation": "update", "content": text + ", 3-7 April"},
+        {"operation": "read"},
+        {"operation": "update", "content": text + ", 3-7 April"},
+    ):
+        fake_openai.reply_tool_calls([("notes", arguments)])
+    fake_openai.reply_text("Noted.")
+
+    result = do_send_message(session=session, content="We booked Hiiragiya, 3-7 April.")
+
+    results = [json.loads(m.content) for m in result.activity if m.role == "tool"]
+    assert [r.get("note") == REPEATED_CALL_NOTE for r in results] == [
+        False,
+        False,
+        False,
+        False,  # the second read ran again: the update made the first one stale
+        True,  # the update repeated was not run twice
+    ]
+    assert results[3]["notes"].endswith("3-7 April")
+    assert "tools" not in fake_openai.requests[-1]
+    assert result.reply.content == "Noted."
+
+
 def test_different_calls_to_the_same_tool_are_not_repeats(session, fake_openai):
     fake_openai.reply_tool_calls([("important_info", {"operation": "read", "key": "hotel"})])
     fake_openai.reply_tool_calls([("important_info", {"operation": "read", "key": "dates"})])
@@ -117,7 +145,11 @@ def test_an_invented_tool_is_an_error_result_the_model_reads_and_the_turn_answer
 
     assert roles(session) == ["user", "assistant", "tool", "assistant"]
     tool_message = result.activity[1]
-    assert json.loads(tool_message.content) == {"error": "unknown tool 'multiply'"}
+    assert json.loads(tool_message.content) == {
+        "error": "unknown tool 'multiply'",
+        "note": UNKNOWN_TOOL_NOTE,
+    }
+    assert "notes, important_info, manage_topic_memory, recall" in UNKNOWN_TOOL_NOTE
     assert fake_openai.requests[1]["messages"][-1] == {
         "role": "tool",
         "tool_call_id": call_id,
@@ -153,6 +185,28 @@ def test_an_http_500_on_a_request_with_tools_is_asked_again_without_tools(sessio
     assert result.reply.content == "17 × 3 is 51." and result.failure is None
 
 
+def test_a_500_named_in_a_stream_error_event_is_asked_again_without_tools(session, fake_openai):
+    # llama.cpp's server, once it started a stream, names its failure in an error event.
+    fake_openai.fail_mid_stream(content="", after=0, mode="error", status=500)
+    fake_openai.reply_text("51.")
+
+    result = do_send_message(session=session, content="What is 17×3?")
+
+    first, second = fake_openai.requests
+    assert "tools" in first and "tools" not in second
+    assert result.reply.content == "51." and result.failure is None
+
+
+def test_an_error_event_after_the_answer_began_is_not_asked_again(session, fake_openai):
+    fake_openai.fail_mid_stream(content="It is fifty", after=2, mode="error", status=500)
+
+    result = do_send_message(session=session, content="What is 17×3?")
+
+    assert len(fake_openai.requests) == 1
+    assert result.failure == "model" and "model endpoint error" in result.error.content
+    assert "Failed to parse" not in result.error.content  # the provider's words: the log's
+
+
 def test_a_second_500_is_a_clear_error_record(session, fake_openai):
     fake_openai.fail(status=500, message="Failed to parse tool call")
     fake_openai.fail(status=500, message="still broken")
@@ -161,7 +215,8 @@ def test_a_second_500_is_a_clear_error_record(session, fake_openai):
 
     assert len(fake_openai.requests) == 2
     assert roles(session) == ["user", "error"]
-    assert result.failure == "model" and "HTTP 500: still broken" in result.error.content
+    assert result.failure == "model" and "HTTP 500" in result.error.content
+    assert "still broken" not in result.error.content  # the provider's words: the log's
 
 
 def test_a_500_on_a_request_without_tools_is_not_retried(session, fake_openai):

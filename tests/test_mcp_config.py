@@ -7,7 +7,6 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from driftless.env import mcp_servers_from_env
@@ -18,12 +17,8 @@ DECLARED = {"files": {"name": "files", "command": ["python", "server.py"]}}
 
 @pytest.fixture
 def staff(client, db):
-    """A staff user allowed to change agents, and nothing else."""
-    user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
-    user.user_permissions.add(
-        Permission.objects.get(codename="change_agent"),
-        Permission.objects.get(codename="view_agent"),
-    )
+    """An operator: agents (their MCP servers among them) are changed by superusers only."""
+    user = get_user_model().objects.create_superuser("staff", password="pw")
     client.force_login(user)
     return user
 

@@ -47,7 +47,9 @@ def test_the_whole_api_is_documented_without_warnings_or_errors(generated):
     assert problems == []
 
 
-def test_the_project_serves_the_schema(client):
+def test_the_project_serves_the_schema_to_logged_in_callers(client, alice):
+    assert client.get("/agents-api/schema/").status_code == 401
+    client.force_login(alice)
     response = client.get("/agents-api/schema/")
     assert response.status_code == 200
     assert b"/agents-api/sessions/{session_id}/messages" in response.content

@@ -73,3 +73,24 @@ def test_a_refresh_and_a_message_stored_at_the_same_time_both_complete(
     topic = session.active_topic()
     assert (topic.title, topic.evaluated_through_seq) == ("Balcony garden", 6)
     assert session.messages.filter(seq=7, content="And the lettuce?").exists()
+
+
+@pytest.mark.postgres
+def test_a_refresh_locks_the_session_row_before_the_topic_as_a_new_topic_does(fake_openai, session):
+    """Two lock orders deadlocked (issue 20): a new topic takes the session row, then the
+    topic's; the refresh took the topic's and then waited for the session's."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.actions.evaluation import evaluate_session
+    from tests.evaluation_helpers import SUBJECT_A, MarkerDetector, converse, summary_answer
+
+    converse(session, SUBJECT_A)
+    fake_openai.reply_json(summary_answer())
+    with CaptureQueriesContext(connection) as queries:
+        outcome = evaluate_session(session_id=session.pk, reason="test", detector=MarkerDetector())
+    assert outcome.action == "refreshed"
+    locks = [q["sql"] for q in queries if "FOR UPDATE" in q["sql"]]
+    tables = [sql.split(" FROM ", 1)[1].split()[0].strip('"') for sql in locks]
+    relevant = [table for table in tables if table in ("memory_session", "memory_topic")]
+    assert relevant[:2] == ["memory_session", "memory_topic"], locks

@@ -164,9 +164,12 @@ def test_the_export_and_import_endpoints_round_trip(client, alice, agent, organi
     response = client.get("/agents-api/memory/export", {"agent": agent.pk, "sessions": "true"})
     assert response.status_code == 200
     assert "attachment" in response["Content-Disposition"]
+    assert response.streaming  # a whole history is written a few sessions at a time
+    body = b"".join(response.streaming_content)
+    assert json.loads(body) == export_memory(user=alice, agent=agent, include_sessions=True)
     imported = client.post(
         f"/agents-api/memory/import?agent={target.pk}",
-        response.content,
+        body,
         content_type="application/json",
     )
     assert imported.status_code == 200, imported.content
@@ -276,3 +279,19 @@ def test_a_users_correction_travels_and_still_stands_after_import(alice, agent, 
     imported = Topic.objects.get(uid=topic.uid)
     assert imported.summary == "DB: PostgreSQL 16 (JSON, FTS)." and imported.summary_manually_set
     assert imported.edit_stands  # covers the imported messages: a summary of them keeps it
+
+
+def test_a_streamed_export_reads_the_sessions_a_few_at_a_time(client, alice, agent, monkeypatch):
+    from memory.actions import portability
+
+    for n in range(5):
+        session = Session.objects.start(user=alice, agent=agent, title=f"S{n}")
+        add_message(session, Message.Role.USER, f"message {n}")
+    monkeypatch.setattr(portability, "EXPORT_SESSIONS_AT_ONCE", 2)
+    client.force_login(alice)
+    response = client.get("/agents-api/memory/export", {"agent": agent.pk, "sessions": "true"})
+    chunks = list(response.streaming_content)
+    assert len(chunks) == 5 + 2  # the head, one chunk a session, the end
+    document = json.loads(b"".join(chunks))
+    assert document == export_memory(user=alice, agent=agent, include_sessions=True)
+    assert [s["title"] for s in document["sessions"]] == [f"S{n}" for n in range(5)]

@@ -12,6 +12,7 @@ import re
 from django.utils import timezone
 
 from memory.actions.context import assemble_context
+from memory.actions.turn import do_send_message
 from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import set_fact
 from memory.stores.notes import append_notes
@@ -137,3 +138,16 @@ def test_a_legacy_fact_key_with_a_newline_is_shown_on_one_line(session, alice, a
     assert headings([{"role": "system", "content": stable}]) == ["## Skills", "## Tools"] + [
         "## Durable facts"
     ]
+
+
+def test_the_next_request_on_the_wire_has_only_the_systems_headings(
+    session, alice, agent, fake_openai
+):
+    """Through the real turn path and the real client: what crosses the wire."""
+    hostile_scope(session, alice, agent)
+
+    do_send_message(session=session, content="What did we book?")
+
+    [request] = fake_openai.requests
+    assert headings(request["messages"]) == SYSTEM_HEADINGS
+    assert "Booked the hotel (memory)." in request["messages"][0]["content"]

@@ -16,6 +16,8 @@ from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
 from memory.actions.context import RECALL_HINT, assemble_context
+from memory.actions.deletion import do_delete_topic
+from memory.actions.evaluation import evaluate_session
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import BUILTIN_TOOL_NAMES, dispatch_tool_calls
 from memory.actions.turn import do_send_message
@@ -26,7 +28,7 @@ from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
 from memory.stores.recall import read_past_chat, recall_terms, search_past_chats
 from tests.conftest import make_user
-from tests.evaluation_helpers import summary_answer
+from tests.evaluation_helpers import MarkerDetector, converse, summary_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 KYOTO = "We booked the Hotel Kinkaku in Kyoto for the 14th, room with a garden view."
@@ -365,6 +367,134 @@ async def test_over_the_socket_a_turn_recalls_alices_past_and_never_bobs(
         lambda: list(Message.objects.filter(session=session, tool_name="recall"))
     )()
     assert len(stored) == 1 and "4411" not in stored[0].content
+
+
+# --- a topic the pipeline itself kept out of memory ------------------------------------------
+
+LOCKER_CODE = "7302"
+LOCKER = [
+    ("user", f"Quick one before I forget: my gym locker code is {LOCKER_CODE}."),
+    ("assistant", "Noted."),
+    ("user", "NEW-SUBJECT: what should I cook tonight with two leeks?"),
+    ("assistant", "A leek and potato soup is quick and cheap."),
+    ("user", "Any twist on it?"),
+    ("assistant", "Smoked paprika, and crispy bacon on top."),
+]
+
+
+def fork_short_subject_away(session, fake_openai) -> Topic:
+    """The drift pipeline forks the two-message locker subject away from ``session``; its
+    summary asks to be remembered (and leaves the code out), MIN_MEMORY_TURNS says no."""
+    converse(session, LOCKER)
+    fake_openai.reply_json(summary_answer(title="Gym locker", summary="A locker code.", keep=True))
+    outcome = evaluate_session(session_id=session.pk, reason="test", detector=MarkerDetector())
+    assert outcome.action == "forked"
+    topic = Topic.objects.get(pk=outcome.topic_id)
+    assert topic.messages.conversation().count() == 2 < MIN_MEMORY_TURNS
+    assert (topic.keep_in_memory, topic.in_memory, topic.is_active) == (False, False, False)
+    return topic
+
+
+@pytest.fixture
+def forked_out(alice, agent, fake_openai):
+    """An earlier session of alice's whose short first subject the pipeline kept out."""
+    earlier = Session.objects.start(user=alice, agent=agent)
+    return earlier, fork_short_subject_away(earlier, fake_openai)
+
+
+def test_the_pipeline_kept_it_out_of_every_prompt_block_but_recall_finds_it(session, forked_out):
+    earlier, topic = forked_out
+    stack = assemble_context(session=session)
+    assert LOCKER_CODE not in json.dumps(stack.messages)  # memory never shows it
+
+    hits = recall(session, {"operation": "search", "query": "gym locker code"})["hits"]
+
+    assert hits[0]["kind"] == "message" and LOCKER_CODE in hits[0]["snippet"]
+    assert (hits[0]["topic_id"], hits[0]["session_id"]) == (topic.pk, earlier.pk)
+    assert hits[0]["topic"] == "Gym locker" and "memory_state" not in hits[0]
+    read = recall(session, {"operation": "read", "message_id": hits[0]["message_id"]})
+    assert [turn["text"] for turn in read["turns"]] == [LOCKER[0][1], LOCKER[1][1]]
+
+
+def test_an_earlier_topic_of_the_current_session_is_found_too(session, fake_openai):
+    topic = fork_short_subject_away(session, fake_openai)
+
+    hits = recall(session, {"operation": "search", "query": "locker code"})["hits"]
+
+    assert hits[0]["topic_id"] == topic.pk and LOCKER_CODE in hits[0]["snippet"]
+    assert all(hit["topic_id"] != session.active_topic().pk for hit in hits)
+
+
+def test_a_deleted_topic_is_never_recalled(session, forked_out, alice):
+    earlier, topic = forked_out
+    message_id = topic.messages.filter(role=Message.Role.USER).first().pk
+
+    do_delete_topic(topic=topic, deleted_by=alice)
+
+    result = recall(session, {"operation": "search", "query": "gym locker code"})
+    assert LOCKER_CODE not in texts(result)
+    read = recall(session, {"operation": "read", "message_id": message_id})
+    assert read == {"error": f"no message_id {message_id} in your past chats with this user"}
+
+
+def test_over_rest_the_forked_out_detail_reaches_alice_and_never_bob(
+    session, forked_out, organization, fake_openai
+):
+    bob = make_user("bob", organization)
+    bobs = Session.objects.start(user=bob, agent=session.agent)
+    ask = {"operation": "search", "query": "gym locker code"}
+    for user, own in ((session.user, session), (bob, bobs)):
+        fake_openai.reply_tool_calls([("recall", ask)])
+        fake_openai.reply_text("Here is what I found.")
+        client = APIClient()
+        client.force_authenticate(user)
+        response = client.post(
+            f"/agents-api/sessions/{own.pk}/messages",
+            {"content": "What's my gym locker code?"},
+            format="json",
+        )
+        assert response.status_code == 201
+        tool = next(m for m in response.json()["activity"] if m["tool_name"] == "recall")
+        assert (LOCKER_CODE in tool["content"]) is (user == session.user)
+    bobs_requests = json.dumps(fake_openai.requests[-2:])
+    assert LOCKER_CODE not in bobs_requests
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.redis
+async def test_over_the_socket_the_forked_out_detail_reaches_alice_and_never_bob(
+    alice, agent, organization, fake_openai, monkeypatch
+):
+    from memory.actions import scheduling
+    from tests.test_consumer import connected_socket, receive_until, send
+
+    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
+
+    def setup():
+        earlier = Session.objects.start(user=alice, agent=agent)
+        fork_short_subject_away(earlier, fake_openai)
+        bob = make_user("bob", organization)
+        return (
+            Session.objects.start(user=alice, agent=agent),
+            bob,
+            Session.objects.start(user=bob, agent=agent),
+        )
+
+    hers, bob, bobs = await database_sync_to_async(setup)()
+    found = {}
+    for user, own in ((alice, hers), (bob, bobs)):
+        fake_openai.reply_tool_calls([("recall", {"operation": "search", "query": "locker code"})])
+        fake_openai.reply_text("Here is what I found.")
+        socket = await connected_socket(user, own.pk)
+        await send(socket, {"type": "message.send", "content": "What's my locker code?"})
+        events = await receive_until(socket, "turn.done")
+        await socket.disconnect()
+        created = [event["message"] for event in events if event["type"] == "message.created"]
+        tool = next(message for message in created if message["role"] == "tool")
+        found[user.username] = LOCKER_CODE in tool["content"]
+        if user == bob:
+            assert LOCKER_CODE not in json.dumps(events)
+    assert found == {"alice": True, "bob": False}
 
 
 # --- the embedded default ---------------------------------------------------------------------

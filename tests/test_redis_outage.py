@@ -215,3 +215,26 @@ def test_an_evaluation_requested_during_the_outage_runs_after_it(
     session.refresh_from_db()
     assert session.evaluation_due_at is None
     assert Message.objects.filter(session=session).count() == len(SUBJECT_A)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_after_a_redis_restart_the_first_new_socket_completes_a_turn(
+    private_redis, session, alice, fake_openai
+):
+    """Killed and started again with no socket in between: the layer's pooled connections
+    (and its reader of the process's channel) are stale, yet the first socket is served."""
+    socket, connected = await open_socket(alice, session.pk)
+    assert connected is True
+    await send(socket, {"type": "message.send", "content": "Before"})
+    await receive_until(socket, "turn.done")
+    await socket.disconnect()
+    await sync_to_async(private_redis.kill)()
+    await sync_to_async(private_redis.start)()
+
+    socket, connected = await open_socket(alice, session.pk)
+    assert connected is True
+    await send(socket, {"type": "message.send", "content": "After the restart?"})
+    events = await receive_until(socket, "turn.done")
+    assert events[-1]["ok"] is True
+    assert "turn.started" in [event["type"] for event in events]
+    await socket.disconnect()

@@ -176,3 +176,68 @@ def test_search_also_works_on_the_embedded_sqlite_default():
     assert " passed" in run.stdout and settings.DATABASES["default"]["ENGINE"].endswith(
         "postgresql"
     )
+
+
+# --- a search bounded in time and work (issue 20) ---------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_search_that_runs_too_long_is_stopped_and_refused(client, alice, decided, monkeypatch):
+    from django.db import connection
+
+    from memory.stores import search
+
+    def stuck(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(5)")
+        return []
+
+    monkeypatch.setattr(search, "STATEMENT_TIMEOUT_MS", 100)
+    monkeypatch.setattr(search._postgres, "messages", staticmethod(stuck))
+    with pytest.raises(search.SearchTooSlow):
+        search_memory(user=alice, query="database")
+    client.force_login(alice)
+    response = client.get("/agents-api/search", {"q": "database"})
+    assert (response.status_code, response.json()["code"]) == (400, "search_too_slow")
+    page = client.get("/search/", {"q": "database"})
+    assert page.status_code == 200 and "took too long" in page.content.decode()
+    # The connection goes on working, without the limit.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
+
+
+@pytest.mark.postgres
+def test_only_the_newest_matches_are_ranked_and_only_the_page_gets_snippets(
+    alice, session, monkeypatch
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.stores import search
+
+    for n in range(12):
+        add_message(session, Message.Role.USER, f"note {n} about the database")
+    monkeypatch.setattr(search, "RANKED_CANDIDATES", 5)
+    with CaptureQueriesContext(connection) as queries:
+        hits = search_memory(user=alice, query="database", limit=3)
+    assert [hit.snippet for hit in hits if hit.kind == "message"] == [
+        f"note {n} about the database" for n in (11, 10, 9)
+    ]
+    headlines = [q["sql"] for q in queries if "ts_headline" in q["sql"]]
+    assert headlines and all("ts_rank" not in sql for sql in headlines)
+    assert any('"search_vector"' in q["sql"] for q in queries)
+
+
+@pytest.mark.postgres
+def test_a_rare_word_older_than_the_recent_window_is_found_through_the_index(
+    alice, session, monkeypatch
+):
+    from memory.stores import search
+
+    add_message(session, Message.Role.USER, "the zanzibar plan, long ago")
+    for n in range(10):
+        add_message(session, Message.Role.USER, f"unrelated note {n}")
+    monkeypatch.setattr(search, "RECENT_WINDOW", 3)
+    hits = search_memory(user=alice, query="zanzib")
+    assert [hit.snippet for hit in hits] == ["the zanzibar plan, long ago"]

@@ -48,3 +48,15 @@ def test_a_changed_password_is_not_hidden_the_banner_gives_the_reset_command(db,
     call_command("seed_demo", reset_password=True)
     assert "Password  demo-password" in capsys.readouterr().out
     assert authenticate(username="demo", password="demo-password") is not None
+
+
+def test_the_banner_names_the_model_and_how_to_connect_one(db, capsys, settings):
+    call_command("seed_demo")
+    offline = capsys.readouterr().out
+    assert "Model     offline (no model connected)" in offline
+    assert "OPENAI_BASE_URL" in offline and "make local-model" in offline
+
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.DRIFTLESS_MODEL = "qwen3-1.7b"
+    call_command("seed_demo")
+    assert "Model     qwen3-1.7b" in capsys.readouterr().out

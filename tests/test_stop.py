@@ -62,9 +62,10 @@ def test_stop_stores_what_had_streamed_marked_stopped_and_closes_the_stream(
 
     assert result.stopped and result.failure is None
     assert result.reply.stopped is True
-    # Stopped while the fourth word was on its way: it is the last one kept.
-    assert result.reply.content == "word0 word1 word2 word3 "
-    assert model.closed.is_set() and model.words == 4
+    # What the turn had read when it saw the Stop is kept: whole words, from the first.
+    kept = result.reply.content.split()
+    assert kept and kept == [f"word{n}" for n in range(len(kept))]
+    assert model.closed.wait(5) and model.words < 10_000  # the stream was closed
     done = events[-1]
     assert done["type"] == "turn.done" and done["ok"] is True and done["stopped"] is True
     assert done["reply_message_id"] == result.reply.pk
@@ -93,7 +94,7 @@ def test_a_stop_asked_through_the_cache_reaches_a_turn_in_another_process(
 
     result = do_send_message(session=session, content="Go on")
 
-    assert result.reply.stopped and result.reply.content.startswith("word0 word1 ")
+    assert result.reply.stopped and result.reply.content.startswith("word0 ")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -104,7 +105,9 @@ def test_a_stop_with_no_turn_running_stops_nothing_later(session, monkeypatch, e
 
     result = do_send_message(session=session, content="Now")
 
-    assert result.reply.content == "word0 word1 word2 word3 word4 word5 "
+    # The earlier request stopped nothing: the turn ran until the later one.
+    assert result.reply.stopped and result.reply.content.startswith("word0 ")
+    assert model.words >= 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -135,7 +138,46 @@ def test_rest_cancel_answers_whether_a_turn_was_running(session, client, bob, mo
     assert seen["answer"].status_code == 202 and seen["answer"].json() == {"running": True}
     assert reply.status_code == 201
     assert reply.json()["reply"]["stopped"] is True
-    assert reply.json()["reply"]["content"] == "word0 word1 word2 "
+    assert reply.json()["reply"]["content"].startswith("word0 ")
 
     client.force_login(bob)
     assert client.post(url).status_code == 404  # not bob's session
+
+
+class SilentModel:
+    """A model still reading a long prompt: no token until ``gate`` opens."""
+
+    name = "silent"
+    offline = False
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.asked = threading.Event()
+
+    def stream(self, **_kwargs):
+        self.asked.set()
+        self.gate.wait(30)
+        yield "too late "
+        yield Completion(content="too late ", tool_calls=(), usage=None, model=self.name)
+
+    def complete_json(self, **_kwargs):
+        raise AssertionError("not asked")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_ends_the_turn_while_the_model_has_not_said_a_word_yet(session, monkeypatch):
+    """The first token of a cold prompt can take half a minute: Stop must not wait for it."""
+    model = SilentModel()
+    use_model(monkeypatch, model)
+
+    def stop_once_asked() -> None:
+        model.asked.wait(10)
+        do_stop_turn(session=session)
+
+    threading.Thread(target=stop_once_asked, daemon=True).start()
+    try:
+        result = do_send_message(session=session, content="A long question")
+        assert not model.gate.is_set()  # the turn ended while the model was still silent
+    finally:
+        model.gate.set()
+    assert result.stopped and result.reply.stopped and result.reply.content == ""

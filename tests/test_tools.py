@@ -6,7 +6,12 @@ import pytest
 
 from memory.actions.context import assemble_context
 from memory.actions.curation import do_agent_curation, do_user_curation
-from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas, dispatch_tool_calls
+from memory.actions.tools import (
+    BUILTIN_TOOL_NAMES,
+    UNKNOWN_TOOL_NOTE,
+    builtin_tool_schemas,
+    dispatch_tool_calls,
+)
 from memory.lib.constants import (
     DEPRECATED_GUARD_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
@@ -142,7 +147,8 @@ def test_results_are_stored_as_tool_messages_in_the_active_topic_in_order(sessio
 )
 def test_bad_calls_get_an_error_result_and_never_raise(session, name, raw, error):
     result = run(session, name, raw=raw)
-    assert set(result) == {"error"}
+    # An invented tool's error also says what to do instead.
+    assert set(result) == ({"error", "note"} if error.startswith("unknown tool") else {"error"})
     assert error in result["error"]
     assert not Notes.objects.exists() and read_facts(user=session.user, agent=session.agent) == {}
 
@@ -179,7 +185,10 @@ def test_other_tools_are_called_after_the_builtins_and_their_failures_reported(s
     assert source.calls == [("search", {"q": "cats"})]
     failing = run(session, "search", {"q": "dogs"}, other=Source(fail=True))
     assert failing == {"error": "search failed: server went away with a traceback"}
-    assert run(session, "missing", {}, other=source) == {"error": "unknown tool 'missing'"}
+    assert run(session, "missing", {}, other=source) == {
+        "error": "unknown tool 'missing'",
+        "note": UNKNOWN_TOOL_NOTE,
+    }
 
 
 def test_an_unexpected_failure_inside_a_builtin_is_an_error_result(session, monkeypatch):

@@ -8,9 +8,11 @@ cannot use is a 404. An import that is malformed or too large is a 400 naming th
 and changes nothing.
 """
 
+from collections.abc import Iterator
 from dataclasses import asdict
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
@@ -23,7 +25,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils import json
 
-from memory.actions.portability import IMPORT_JSON_DEPTH, export_memory, import_memory
+from memory.actions.portability import (
+    IMPORT_JSON_DEPTH,
+    export_header,
+    export_memory,
+    import_memory,
+    iter_exported_sessions,
+)
 from memory.lib.errors import InvalidInput
 from memory.lib.validation import check_json_depth
 from memory.models import Agent
@@ -64,10 +72,25 @@ def export_view(request: Request) -> Response:
     if include not in ("true", "false"):
         raise ValidationError({"sessions": "expected true or false"})
     agent = _agent(request)
-    document = export_memory(user=request.user, agent=agent, include_sessions=include == "true")
-    response = Response(document)
+    if include == "true":  # a whole history: streamed, a few sessions at a time
+        response = StreamingHttpResponse(
+            _streamed_document(request.user, agent), content_type="application/json"
+        )
+    else:
+        response = Response(export_memory(user=request.user, agent=agent))
     response["Content-Disposition"] = f'attachment; filename="driftless-memory-{agent.pk}.json"'
     return response
+
+
+def _streamed_document(user, agent) -> Iterator[str]:
+    """The same document as export_memory's, as JSON text written one session at a time."""
+    head = json.dumps({**export_header(user=user, agent=agent), "sessions": []})
+    yield head.removesuffix("[]}") + "["
+    for number, session in enumerate(
+        iter_exported_sessions(user=user, agent=agent, include_sessions=True)
+    ):
+        yield ("" if number == 0 else ", ") + json.dumps(session)
+    yield "]}"
 
 
 class LimitedJSONParser(BaseParser):

@@ -238,6 +238,12 @@ class SendMessageSerializer(serializers.Serializer):
     )
 
 
+class EditMessageSerializer(SendMessageSerializer):
+    message_id = serializers.IntegerField(
+        min_value=1, help_text="Your last message in the active topic: the one replaced."
+    )
+
+
 class TurnSerializer(serializers.Serializer):
     """A whole turn: the stored user message, the tool activity and the reply."""
 

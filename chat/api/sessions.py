@@ -21,6 +21,7 @@ from chat.api.serializers import (
     MESSAGE_PAGE_SIZE,
     AgentSerializer,
     DetailSerializer,
+    EditMessageSerializer,
     MessagePageSerializer,
     MessageSerializer,
     RenameSessionSerializer,
@@ -39,6 +40,7 @@ from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.topics import do_new_topic
 from memory.actions.turn import (
     TurnResult,
+    do_edit_turn,
     do_regenerate_turn,
     do_send_message,
     do_stop_turn,
@@ -157,6 +159,36 @@ class RegenerateReply(APIView):
     def post(self, request: Request, session_id: int) -> Response:
         session = owned_session_or_404(request.user, session_id)
         return _turn_response(do_regenerate_turn(session=session))
+
+
+class EditLastMessage(APIView):
+    @extend_schema(
+        request=EditMessageSerializer,
+        responses={
+            201: TurnSerializer,
+            400: OpenApiResponse(description="Empty or too long (see docs/websocket.md)."),
+            404: _NOT_FOUND,
+            409: OpenApiResponse(
+                DetailSerializer,
+                description="A reply is still being generated, or the message is not your "
+                "last one in the active topic (`nothing_to_edit`).",
+            ),
+            503: _STOPPING,
+            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
+            502: OpenApiResponse(TurnFailedSerializer, description="The model failed."),
+        },
+        summary="Edit and resend your last message (the socket's message.edit)",
+    )
+    def post(self, request: Request, session_id: int) -> Response:
+        session = owned_session_or_404(request.user, session_id)
+        form = EditMessageSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        result = do_edit_turn(
+            session=session,
+            message_id=form.validated_data["message_id"],
+            content=form.validated_data["content"],
+        )
+        return _turn_response(result)
 
 
 class StopTurn(APIView):
@@ -282,6 +314,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/", SessionDetail.as_view(), name="api-session"),
     path("sessions/<int:session_id>/messages", SessionMessages.as_view(), name="api-messages"),
     path("sessions/<int:session_id>/cancel", StopTurn.as_view(), name="api-turn-cancel"),
+    path("sessions/<int:session_id>/edit", EditLastMessage.as_view(), name="api-message-edit"),
     path(
         "sessions/<int:session_id>/regenerate",
         RegenerateReply.as_view(),

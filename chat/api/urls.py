@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from chat.api import context, evaluation, memory, portability, search, sessions
+from chat.api import context, evaluation, memory, portability, search, sessions, tokens
 
 urlpatterns = [
     *sessions.urlpatterns,
@@ -10,5 +10,6 @@ urlpatterns = [
     *evaluation.urlpatterns,
     *search.urlpatterns,
     *portability.urlpatterns,
+    *tokens.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
 ]

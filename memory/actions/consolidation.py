@@ -38,7 +38,8 @@ When it runs: on demand (REST, admin, the ``consolidate_memory`` command), and b
 after an evaluation (:func:`consolidate_if_due`, called by memory/actions/evaluation.py
 once the evaluation let go of the session) when ``CONSOLIDATION_AFTER_PROMOTIONS`` topics
 of the scope were promoted since its last run, or one was and the block drops entries for
-its budget. Never with the offline model, and one automatic run of a scope at a time.
+its budget. Never with the offline model. One run of a scope at a time, however started
+(a lease): a second is refused (409 over REST) while one runs.
 """
 
 from __future__ import annotations
@@ -301,22 +302,39 @@ def _promoted(entries: list[ConsolidationEntry]) -> int:
 def do_consolidate(
     *, agent: Agent, user, requested_by=None, trigger: str = ConsolidationRun.Trigger.USER
 ) -> ConsolidationRun:
-    """Consolidate the (agent, user, agent's organization) scope; the run says what happened."""
+    """Consolidate the (agent, user, agent's organization) scope; the run says what happened.
+
+    One run of a scope at a time (a lease): a second is refused while one runs."""
     scope = Scope(agent.pk, user.pk, agent.organization_id)
+    try:
+        with leases.lease(f"consolidation:{scope.key}"):
+            return _consolidate(scope, agent=agent, user=user, by=requested_by, trigger=trigger)
+    except leases.LeaseBusy:
+        raise ConsolidationConflict(
+            "a consolidation of this memory is running now; try again when it has finished"
+        ) from None
+
+
+def _consolidate(scope: Scope, *, agent: Agent, user, by, trigger: str) -> ConsolidationRun:
     run = ConsolidationRun.objects.create(
         agent=agent,
         user=user,
         organization_id=agent.organization_id,
-        requested_by=requested_by,
+        requested_by=by,
         trigger=trigger,
     )
-    for attempt in range(STALE_ATTEMPTS):
-        prepared = prepare_consolidation(scope)
-        if _commit(run, scope, prepared, budget=agent.memory_token_budget):
-            break
-        logger.info("consolidation %s: memory changed during the call (%d)", run.pk, attempt)
-    else:
-        _finish(run, ConsolidationRun.Status.STALE, "memory kept changing during the model call")
+    try:
+        for attempt in range(STALE_ATTEMPTS):
+            prepared = prepare_consolidation(scope)
+            if _commit(run, scope, prepared, budget=agent.memory_token_budget):
+                break
+            logger.info("consolidation %s: memory changed during the call (%d)", run.pk, attempt)
+        else:
+            _finish(run, ConsolidationRun.Status.STALE, "memory kept changing during the call")
+    except Exception:  # the transaction rolled back: nothing changed; the run says so
+        run.refresh_from_db()
+        _finish(run, ConsolidationRun.Status.FAILED, "the run failed; nothing was changed")
+        raise
     return run
 
 
@@ -483,11 +501,10 @@ def consolidate_if_due(*, session_id: int) -> ConsolidationRun | None:
             return None
         if not consolidation_due(agent=session.agent, user_id=session.user_id):
             return None
-        with leases.lease(f"consolidation:{session.memory_scope_key}"):
-            return do_consolidate(
-                agent=session.agent, user=session.user, trigger=ConsolidationRun.Trigger.AUTO
-            )
-    except leases.LeaseBusy:
+        return do_consolidate(
+            agent=session.agent, user=session.user, trigger=ConsolidationRun.Trigger.AUTO
+        )
+    except ConsolidationConflict:
         return None  # another process is consolidating this scope now
     except Exception:  # best effort: an evaluation never fails for its consolidation
         logger.exception("automatic consolidation after session %s failed", session_id)
@@ -511,7 +528,9 @@ def do_undo_consolidation(*, run: ConsolidationRun, user) -> ConsolidationRun:
             topic = topics.get(topic_id)
             if topic is None:
                 raise ConsolidationConflict(f"entry #{topic_id} was deleted since: cannot undo")
-            if topic_fields(topic) != run.result.get(str(topic_id)):
+            left = run.result.get(str(topic_id), {})
+            now = topic_fields(topic)
+            if not left or any(now.get(key) != value for key, value in left.items()):
                 raise ConsolidationConflict(
                     f"entry #{topic_id} ({one_line(topic.title, 60)}) changed since this "
                     "consolidation: undoing it would overwrite that change"

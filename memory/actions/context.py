@@ -350,7 +350,7 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
     rows = list(
         Topic.objects.filter(session_id=session.pk)
         .filter(Q(is_active=True) | ~Q(summary="") | Q(deprecated=True))
-        .annotate(**topic_days_annotation())
+        .annotate(**topic_days_annotation(active=False))
         .order_by("created_at", "pk")
         .values("pk", "title", "summary", "deprecated", "is_active", "first_at", "last_at")
     )

@@ -7,6 +7,11 @@ scope until the user has taken a position: after that its promote and demote are
 un-deprecate. The summarizer only sets keep-in-memory, never against the user, and never
 against the agent's explicit promote until the user has written again in the topic.
 
+Text from outside is never promoted without the user: a topic that holds results of tools
+other than the built-ins (an MCP page can carry an injection) is promoted neither by its
+summary's include_in_memory (memory/actions/summarize.py) nor by the agent's promote,
+which is refused saying so; the user can still promote it with the brain icon.
+
 Nothing enters memory untitled: promoting or deprecating a topic that has no title (or,
 for a promotion, no summary) summarizes it first, with the model call made before any
 row lock is taken; a topic without messages cannot be promoted or deprecated.
@@ -31,6 +36,7 @@ from memory.lib.constants import (
     DEPRECATED_GUARD_ERROR,
     EMPTY_TOPIC_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
+    OUTSIDE_TOOL_PROMOTION_ERROR,
     USER_POSITION_GUARD_ERROR,
 )
 from memory.lib.errors import Refused
@@ -77,6 +83,8 @@ def check_agent_curation(*, topic: Topic, action: AgentAction) -> MemoryState:
             raise CurationRefused(KEEP_IN_MEMORY_GUARD_ERROR)
         if topic.deprecated:
             raise CurationRefused("this topic is deprecated; only the user can un-deprecate it.")
+        if action == "promote" and topic.messages.outside_tool_results().exists():
+            raise CurationRefused(OUTSIDE_TOOL_PROMOTION_ERROR)
     return _AGENT_TARGET[action]
 
 
@@ -203,6 +211,9 @@ def _apply_state(
         topic.agent_promoted_through_seq = promised
         fields.append("agent_promoted_through_seq")
     if actor == MemoryDecision.Actor.USER:
+        if topic.memory_suggested:  # the user answered the suggestion, either way
+            topic.memory_suggested = False
+            fields.append("memory_suggested")
         # The user's position on each dimension they touched (or chose) is now fixed.
         if keep != topic.keep_in_memory or state != MemoryState.DEPRECATED:
             topic.keep_in_memory_manually_set = True

@@ -168,10 +168,14 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
     The session's drift result is left as it is: it sits in the stable prefix, and a
     refresh that found no new subject must not invalidate the provider's cache of
     everything after it. Only a fork (memory/actions/fork.py) or a new topic changes it."""
-    topic_id = topic.pk
+    topic_id, session_id = topic.pk, topic.session_id
 
     def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
         with transaction.atomic():
+            # One lock order with a new topic and a fork (memory/actions/topics.py, fork.py):
+            # the session row, then the topic's. The other order deadlocked with a new
+            # topic asked for right after the tenth message.
+            Session.objects.select_for_update().filter(pk=session_id).get()
             topic = (
                 Topic.objects.select_for_update(of=("self",))
                 .select_related("session")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -99,21 +100,22 @@ class ImportReport:
 # --- export -------------------------------------------------------------------------------
 
 
+# Sessions read together when a whole-history export is streamed: what is held at once.
+EXPORT_SESSIONS_AT_ONCE = 50
+
+
 def export_memory(*, user, agent, include_sessions: bool = False) -> dict[str, Any]:
     """The scope's facts and memory topics; with ``include_sessions``, every session whole."""
-    sessions = Session.objects.in_scope(
-        agent_id=agent.pk, user_id=user.pk, organization_id=agent.organization_id
-    ).order_by("created_at", "uid")
-    topics = Topic.objects.filter(session__in=sessions).order_by("created_at", "uid")
-    if not include_sessions:
-        topics = topics.in_memory()
-    by_session: dict[int, list[dict]] = {}
-    messages = _messages_by_topic(topics) if include_sessions else {}
-    for topic in topics:
-        entry = _topic_document(topic)
-        if include_sessions:
-            entry["messages"] = messages.get(topic.pk, [])
-        by_session.setdefault(topic.session_id, []).append(entry)
+    return {
+        **export_header(user=user, agent=agent),
+        "sessions": list(
+            iter_exported_sessions(user=user, agent=agent, include_sessions=include_sessions)
+        ),
+    }
+
+
+def export_header(*, user, agent) -> dict[str, Any]:
+    """The document without its sessions: format, version, agent and facts."""
     facts = (
         ImportantInfo.objects.filter(user=user, agent=agent, organization_id=agent.organization_id)
         .values_list("data", flat=True)
@@ -124,17 +126,46 @@ def export_memory(*, user, agent, include_sessions: bool = False) -> dict[str, A
         "version": VERSION,
         "agent": agent.name,
         "facts": dict(sorted((facts or {}).items())),
-        "sessions": [
-            {
+    }
+
+
+def iter_exported_sessions(*, user, agent, include_sessions: bool) -> Iterator[dict[str, Any]]:
+    """The document's sessions one by one, read EXPORT_SESSIONS_AT_ONCE at a time, so a
+    streamed export of a long history never holds it all (memory/actions/portability.py)."""
+    sessions = Session.objects.in_scope(
+        agent_id=agent.pk, user_id=user.pk, organization_id=agent.organization_id
+    ).order_by("created_at", "uid")
+    chunk: list[Session] = []
+    for session in sessions.iterator(chunk_size=EXPORT_SESSIONS_AT_ONCE):
+        chunk.append(session)
+        if len(chunk) == EXPORT_SESSIONS_AT_ONCE:
+            yield from _session_documents(chunk, include_sessions=include_sessions)
+            chunk = []
+    yield from _session_documents(chunk, include_sessions=include_sessions)
+
+
+def _session_documents(sessions: list[Session], *, include_sessions: bool) -> Iterator[dict]:
+    if not sessions:
+        return
+    topics = Topic.objects.filter(session__in=sessions).order_by("created_at", "uid")
+    if not include_sessions:
+        topics = topics.in_memory()
+    topics = list(topics)
+    messages = _messages_by_topic(topics) if include_sessions else {}
+    by_session: dict[int, list[dict]] = {}
+    for topic in topics:
+        entry = _topic_document(topic)
+        if include_sessions:
+            entry["messages"] = messages.get(topic.pk, [])
+        by_session.setdefault(topic.session_id, []).append(entry)
+    for session in sessions:
+        if session.pk in by_session:
+            yield {
                 "uid": str(session.uid),
                 "title": session.title,
                 "created_at": _date(session.created_at),
                 "topics": by_session[session.pk],
             }
-            for session in sessions
-            if session.pk in by_session
-        ],
-    }
 
 
 def _topic_document(topic: Topic) -> dict[str, Any]:

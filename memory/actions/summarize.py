@@ -24,6 +24,9 @@ The answer is trusted only as far as the specification allows:
   the title to ``TITLE_LIMIT``;
 * only a strict JSON ``true`` for ``include_in_memory`` promotes ("true", 1 or a missing
   key do not);
+* a topic that holds results of tools other than the built-ins (text from outside: an
+  MCP page can carry an injection) is never promoted by its summary; only the user can
+  promote it (memory/actions/curation.py);
 * a topic with fewer than ``MIN_MEMORY_TURNS`` conversation messages (the user's and the
   assistant's text replies, as ``Message.objects.conversation()`` counts) is never
   promoted, whatever the model says;
@@ -57,7 +60,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.events import publish_on_commit, topic_updated
-from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.constants import BUILTIN_TOOL_NAMES, MIN_MEMORY_TURNS
 from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line, shorten
 from memory.lib.tokens import estimate_tokens
@@ -122,6 +125,7 @@ class TopicSummary:
     detail: str  # why a fallback was taken or the summary kept, for the logs; "" otherwise
     through_seq: int = 0  # the last message this summary covers
     kept: bool = False  # leave the topic's title, summary and flag as they are
+    suggested: bool = False  # would promote, but drawn from outside tool results
 
 
 @dataclass(frozen=True)
@@ -320,6 +324,7 @@ def generate_summary(
         call.tokens,
     )
     turns = sum(1 for message in messages if message.is_conversation)
+    outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
         answer = get_chat_model("summary").complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
@@ -331,14 +336,21 @@ def generate_summary(
             return _kept(topic, str(err), topic.summarized_through_seq)
         logger.info("summary fell back to the first user message: %s", err)
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
+    if include and outside:
+        logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])
     return TopicSummary(
         title=title,
         summary=summary,
-        keep_in_memory=include and turns >= MIN_MEMORY_TURNS,
+        keep_in_memory=include and turns >= MIN_MEMORY_TURNS and not outside,
         fallback=False,
         detail="",
         through_seq=call.through_seq,
+        suggested=include and turns >= MIN_MEMORY_TURNS and bool(outside),
     )
+
+
+def _outside(message: Message) -> bool:
+    return message.tool_name not in BUILTIN_TOOL_NAMES
 
 
 def _has_real_summary(topic: Topic) -> bool:
@@ -545,9 +557,11 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
         )
     if text_changed and topic.in_memory:
         invalidate_persistent_memory(topic.session.memory_scope_key)
-    before = topic.keep_in_memory
-    apply_summarizer_flag(topic=topic, keep_in_memory=summary.keep_in_memory)
-    return text_changed or topic.keep_in_memory != before
+    before = (topic.keep_in_memory, topic.memory_suggested)
+    apply_summarizer_flag(
+        topic=topic, keep_in_memory=summary.keep_in_memory, suggested=summary.suggested
+    )
+    return text_changed or (topic.keep_in_memory, topic.memory_suggested) != before
 
 
 def publish_topic_updated(topic: Topic, *, reason: Literal["summary", "refresh"]) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
+from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.errors import InvalidInput, Refused
 from memory.lib.text import one_line
 from memory.lib.validation import loads_json
@@ -54,7 +55,6 @@ from memory.stores.recall import (
 
 logger = logging.getLogger(__name__)
 
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
 
 # What another tool source may return is cut here: a result rides in the window on the
 # following turns, and one huge result must not crowd out the conversation.
@@ -198,7 +198,9 @@ class CallResults:
     answered from its earlier result (not run twice) and counted in ``repeated``.
 
     Small models call the same tool again after its result, round after round; a turn
-    that keeps one of these stops them at the first repeat (memory/actions/turn.py).
+    that keeps one of these stops them at the first repeat (memory/actions/turn.py). A
+    built-in's write forgets the reads of the same tool before it, so a read after a write
+    runs again (its earlier result is stale); a write repeated is never run twice.
     """
 
     def __init__(self) -> None:
@@ -212,7 +214,20 @@ class CallResults:
         return result
 
     def remember(self, call: ToolCall, result: dict[str, Any]) -> None:
-        self._results[_call_key(call)] = result
+        key = _call_key(call)
+        if call.name in _HANDLERS and not _reads(key[1]):
+            for stale in [k for k in self._results if k[0] == call.name and _reads(k[1])]:
+                del self._results[stale]
+        self._results[key] = result
+
+
+def _reads(arguments: str) -> bool:
+    """Whether a built-in call (its canonical arguments) only reads."""
+    try:
+        operation = json.loads(arguments).get("operation")
+    except (ValueError, AttributeError):
+        return False
+    return operation in _READ_OPERATIONS
 
 
 def _call_key(call: ToolCall) -> tuple[str, str]:
@@ -260,6 +275,12 @@ def dispatch_tool_calls(
     return messages
 
 
+# Small models invent tools ("multiply" for 17×3): the result tells them what to do instead.
+UNKNOWN_TOOL_NOTE = (
+    "There is no tool by that name. Answer the user yourself, or call one of the tools you "
+    f"were given ({', '.join(BUILTIN_TOOL_NAMES)}, or another listed one)."
+)
+
 ACCESS_ENDED_ERROR = "the session's user no longer has access to it; nothing was done"
 
 
@@ -271,7 +292,7 @@ def _run(
         return {"error": ACCESS_ENDED_ERROR}
     handler = _HANDLERS.get(call.name)
     if handler is None and not _other_has(other, call.name):
-        return {"error": f"unknown tool {call.name!r}"}
+        return {"error": f"unknown tool {call.name!r}", "note": UNKNOWN_TOOL_NOTE}
     try:
         arguments = _parse_arguments(call.arguments)
     except Refused as refused:
@@ -444,6 +465,9 @@ def _recall(session: Session, arguments: dict, actor: str) -> dict[str, Any]:
         result["note"] = "nothing in the past chats matches these words"
     return result
 
+
+# The built-ins' operations that change nothing.
+_READ_OPERATIONS = ("read", "search")
 
 _HANDLERS: dict[str, Callable[[Session, dict, str], dict[str, Any]]] = {
     "notes": _notes,

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
@@ -56,7 +56,8 @@ from memory.events import (
 )
 from memory.lib.commands import MemoryCommand, parse_memory_command
 from memory.lib.deltas import DeltaBatcher
-from memory.lib.errors import Conflict, Refused, log_error, public_failure
+from memory.lib.errors import Conflict, Refused, log_error, public_failure, without_addresses
+from memory.lib.pump import Pump
 from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
@@ -162,6 +163,36 @@ def _take_back_last_reply(session: Session) -> Message:
     return user_message
 
 
+class NothingToEdit(Conflict):
+    """The message to edit is not the user's last one in the active topic (any more)."""
+
+    code = "nothing_to_edit"
+
+
+def do_edit_turn(*, session: Session, message_id: int, content: str) -> TurnResult:
+    """Edit and resend the user's last message: it and what answered it (the reply, any
+    tool activity, an error record) are taken out of the thread, the edited text is
+    stored as the user's message and answered. What a tool already did (a fact set) stays
+    done. Raises NothingToEdit when ``message_id`` is not the last user message of the
+    active topic, InvalidInput for content that is not a message."""
+    content = check_message_content(content)
+    return _turn(session, lambda: _replace_last_message(session, message_id, content))
+
+
+def _replace_last_message(session: Session, message_id: int, content: str) -> Message:
+    topic = Topic.objects.get(session_id=session.pk, is_active=True)
+    last = topic.messages.filter(role=Message.Role.USER).order_by("-seq").first()
+    if last is None or last.pk != message_id:
+        raise NothingToEdit("only your last message in the active topic can be edited")
+    gone = list(
+        topic.messages.filter(seq__gte=last.seq).order_by("seq").values_list("pk", flat=True)
+    )
+    with transaction.atomic():  # the old message goes only with the new one stored
+        Message.objects.filter(pk__in=gone).delete()
+        publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
+        return _store(session, role=Message.Role.USER, content=content)
+
+
 def _answered_by(topic: Topic, reply: Message) -> Message:
     """The user message a reply answers (the last one of the topic before it)."""
     user_message = (
@@ -215,7 +246,7 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
     except LLMError as err:
         # The user reads why, without the endpoint's address; the log has it all.
         error_id = log_error("turn %s of session %s: %s", result.turn_id, session.pk, err)
-        _fail(session, result, failure="model", text=public_failure(str(err), error_id))
+        _fail(session, result, failure="model", text=public_failure(model_failure(err), error_id))
     except Exception as err:
         error_id = log_error(
             "turn %s of session %s failed", result.turn_id, session.pk, exc_info=err
@@ -224,6 +255,21 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
             session, result, failure="internal", text=public_failure(INTERNAL_ERROR_TEXT, error_id)
         )
     return result
+
+
+# Model failures whose text goes on with the provider's own words, or a connection error.
+_PROVIDER_TEXT_AFTER = ("model endpoint error:", "connection to model endpoint")
+
+
+def model_failure(err: LLMError) -> str:
+    """What a user reads of a model failure: what went wrong, never the provider's own
+    text (organization and project ids, account details): that is in the log only."""
+    if err.status is not None:
+        return f"model endpoint returned HTTP {err.status}"
+    text = str(err)
+    if text.startswith(_PROVIDER_TEXT_AFTER):  # what follows the colon is the provider's
+        return without_addresses(text).split(": ", 1)[0]
+    return text  # our own account of it (a timeout, a stall, a cut stream)
 
 
 def _announce_done(session: Session, result: TurnResult) -> None:
@@ -377,8 +423,9 @@ def _stream(
         prompt_cache_key=session.prompt_cache_key,
         temperature=session.agent.temperature,
     )
+    pump = Pump(answer, name=f"model-stream-{turn_id[:8]}")
     try:
-        for item in answer:
+        for item in pump.items(every=stops.CHECK_SECONDS):
             if isinstance(item, Completion):
                 return item
             if item:
@@ -393,9 +440,7 @@ def _stream(
         raise
     finally:
         deltas.flush()  # what streamed is shown, even when the stream broke
-        close = getattr(answer, "close", None)
-        if close is not None:
-            close()  # a stopped stream's connection is closed: the model stops too
+        pump.abandon()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")
 
 

@@ -13,7 +13,7 @@ busy session, a server shutting down. A refusal carries
 Each interface maps it once: the REST API to that status with ``{"detail", "code",
 "field"}`` (chat/api/input.py), the websocket to an ``error`` frame with the same code
 (chat/consumers.py), the agent's tools to an error result the model can read
-(memory/actions/tools.py), and admin to a form error (memory/admin.py). So the same bad
+(memory/actions/tools.py), and admin to a form error (memory/admin/). So the same bad
 input gets the same code over every interface.
 
 **Failures** (a model that failed, a bug) are not refusals: the user reads a plain

@@ -184,6 +184,7 @@ class OpenAIChatModel:
                     guard.watch(chunks.response)
                     delta = assembly.add(chunk)
                     if delta:
+                        guard.pause()  # the caller's time with the delta is not the stream's
                         yield delta
                     guard.tick()
         finally:
@@ -199,6 +200,8 @@ class OpenAIChatModel:
         try:
             yield
         except openai.APITimeoutError as err:
+            if guard.fired:  # the guard could not wake the read: it timed out instead
+                raise LLMError(self._stalled()) from err
             raise LLMError(
                 f"model endpoint timed out after {self._timeouts.first_token:g}s "
                 "without starting its answer"
@@ -210,10 +213,7 @@ class OpenAIChatModel:
             ) from err
         except openai.APIConnectionError as err:
             if guard.fired:
-                raise LLMError(
-                    f"model stream stalled: nothing arrived for {self._timeouts.idle:g}s "
-                    "after the answer started"
-                ) from err
+                raise LLMError(self._stalled()) from err
             cause = err.__cause__ or err.message
             raise LLMError(
                 f"connection to model endpoint at {self._client.base_url} failed: "
@@ -229,6 +229,13 @@ class OpenAIChatModel:
             ) from err
         except ValueError as err:  # a stream chunk that is not JSON
             raise LLMError(f"model endpoint sent an unreadable response: {err}") from err
+
+    def _stalled(self) -> str:
+        return (
+            # No ": " in it: the user reads it whole (turn.model_failure keeps what is before one).
+            f"model stream stalled (nothing arrived for {self._timeouts.idle:g}s "
+            "after the answer started)"
+        )
 
 
 class _IdleGuard:
@@ -246,6 +253,7 @@ class _IdleGuard:
         self._last = time.monotonic()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._paused = False
         self.fired = False
 
     def watch(self, response: Any) -> None:
@@ -258,14 +266,19 @@ class _IdleGuard:
             self._thread.start()
 
     def tick(self) -> None:
+        """Now is when the stream last moved (and it is watched again after a pause)."""
         self._last = time.monotonic()
+        self._paused = False
+
+    def pause(self) -> None:
+        self._paused = True
 
     def stop(self) -> None:
         self._done.set()
 
     def _run(self, response: Any) -> None:
         while True:
-            left = self._last + self._seconds - time.monotonic()
+            left = self._seconds if self._paused else self._last + self._seconds - time.monotonic()
             if left <= 0:
                 break
             if self._done.wait(left):

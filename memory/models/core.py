@@ -18,6 +18,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.validation import check_title
 
 DEFAULT_MEMORY_TOKEN_BUDGET = 1500
@@ -292,6 +293,11 @@ class Topic(models.Model):
         blank=True,
         help_text="When the topic last entered persistent memory (FIFO order).",
     )
+    memory_suggested = models.BooleanField(
+        default=False,
+        help_text="Its summary asked to promote it, but it holds results of tools from "
+        "outside: it waits for the user to promote it (the brain icon).",
+    )
     is_active = models.BooleanField(default=True)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.FIRST)
     forked_from = models.ForeignKey(
@@ -321,6 +327,12 @@ class Topic(models.Model):
         blank=True,
         help_text="Set when the agent promoted explicitly: the topic's last message then. "
         "A summary's false demotes it only once the user has written again.",
+    )
+    consolidated_through_seq = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Set when the consolidator merged this topic into another entry: its last "
+        "message then. Its summary does not promote it again until the user writes again.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -389,6 +401,10 @@ class MessageQuerySet(models.QuerySet):
         return self.filter(
             Q(role=Message.Role.USER) | Q(role=Message.Role.ASSISTANT, tool_calls=[])
         )
+
+    def outside_tool_results(self) -> MessageQuerySet:
+        """Results of tools other than the built-ins (MCP): text from outside."""
+        return self.filter(role=Message.Role.TOOL).exclude(tool_name__in=BUILTIN_TOOL_NAMES)
 
 
 class Message(models.Model):

@@ -30,7 +30,14 @@ from memory.stores.persistent import (
 )
 
 # The fields of a topic a run may change, and an undo puts back.
-RUN_FIELDS = ("title", "summary", "keep_in_memory", "deprecated", "memory_changed_at")
+RUN_FIELDS = (
+    "title",
+    "summary",
+    "keep_in_memory",
+    "deprecated",
+    "memory_changed_at",
+    "consolidated_through_seq",
+)
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,7 @@ def topic_fields(topic: Topic) -> dict[str, Any]:
         "keep_in_memory": topic.keep_in_memory,
         "deprecated": topic.deprecated,
         "memory_changed_at": changed_at.isoformat() if changed_at else None,
+        "consolidated_through_seq": topic.consolidated_through_seq,
     }
 
 
@@ -176,6 +184,10 @@ def _write(
     topic.title, topic.summary = fields["title"], fields["summary"]
     topic.keep_in_memory, topic.deprecated = fields["keep_in_memory"], fields["deprecated"]
     topic.memory_changed_at = datetime.fromisoformat(changed_at) if changed_at else None
+    # A run recorded before this field existed has none: leave the topic's as it is.
+    topic.consolidated_through_seq = fields.get(
+        "consolidated_through_seq", topic.consolidated_through_seq
+    )
     topic.save(update_fields=list(RUN_FIELDS))
     state_before, state_after = _state(before), _state(fields)
     text_changed = (before["title"], before["summary"]) != (fields["title"], fields["summary"])
@@ -196,10 +208,15 @@ def _write(
 
 
 def demote_merged(topic: Topic, *, run: ConsolidationRun) -> None:
-    """A merge's source leaves memory (its subject lives on in the merge's target)."""
+    """A merge's source leaves memory (its subject lives on in the merge's target), and its
+    summary does not bring it back until the user writes in it again."""
     _write(
         topic,
-        {**topic_fields(topic), "keep_in_memory": False},
+        {
+            **topic_fields(topic),
+            "keep_in_memory": False,
+            "consolidated_through_seq": topic.last_seq(),
+        },
         run=run,
         actor=MemoryDecision.Actor.CONSOLIDATOR,
     )

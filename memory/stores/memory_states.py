@@ -40,12 +40,25 @@ def record_state_change(
     return decision
 
 
-def apply_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecision | None:
+def apply_summarizer_flag(
+    *, topic: Topic, keep_in_memory: bool, suggested: bool = False
+) -> MemoryDecision | None:
     """The summary's include_in_memory, unless the user already chose, or the agent
-    promoted the topic explicitly and the user has not written in it since.
+    promoted the topic explicitly and the user has not written in it since, or the
+    consolidator merged it into another entry and the user has not written in it since.
+
+    ``suggested``: the summary would promote the topic but it holds outside tool results;
+    it is marked as waiting for the user (``Topic.memory_suggested``) while it is out of
+    memory and the user has not chosen.
 
     The caller holds the topic row (select_for_update) inside its transaction.
     """
+    decision = _apply_flag(topic, keep_in_memory)
+    _mark_suggested(topic, suggested and not topic.user_took_position and not topic.in_memory)
+    return decision
+
+
+def _apply_flag(topic: Topic, keep_in_memory: bool) -> MemoryDecision | None:
     if topic.keep_in_memory_manually_set or topic.keep_in_memory == keep_in_memory:
         return None
     if (
@@ -54,8 +67,20 @@ def apply_summarizer_flag(*, topic: Topic, keep_in_memory: bool) -> MemoryDecisi
         and not topic.has_user_message_after(topic.agent_promoted_through_seq)
     ):
         return None  # the agent's promise stands until there is new evidence
+    if (
+        keep_in_memory
+        and topic.consolidated_through_seq is not None
+        and not topic.has_user_message_after(topic.consolidated_through_seq)
+    ):
+        return None  # merged into another entry by the consolidator: that entry holds it
     before = topic.memory_state
     topic.keep_in_memory = keep_in_memory
     return record_state_change(
         topic=topic, before=before, actor=MemoryDecision.Actor.SUMMARIZER, fields=["keep_in_memory"]
     )
+
+
+def _mark_suggested(topic: Topic, suggested: bool) -> None:
+    if topic.memory_suggested != suggested:
+        topic.memory_suggested = suggested
+        topic.save(update_fields=["memory_suggested"])

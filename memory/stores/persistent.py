@@ -47,7 +47,7 @@ from datetime import datetime
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F, Max, Min, Q
+from django.db.models import Case, F, OuterRef, Subquery, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -94,14 +94,26 @@ def topic_days(first: datetime | None, last: datetime | None) -> str:
     return start if end == start else f"{start} to {end}"
 
 
-def topic_days_annotation() -> dict:
-    """The first and last stored message dates of each topic (error records left out; the
-    topic's own date when it has no message), for :func:`topic_days`."""
-    shown = ~Q(messages__role=Message.Role.ERROR)
-    return {
-        "first_at": Coalesce(Min("messages__created_at", filter=shown), "created_at"),
-        "last_at": Coalesce(Max("messages__created_at", filter=shown), "created_at"),
+def topic_days_annotation(*, active: bool = True) -> dict:
+    """The stored dates of each topic's first and last messages (error records left out;
+    the topic's own date when it has no message), for :func:`topic_days`. Two subqueries
+    a topic on the ``(topic, -seq)`` index, whatever its length; with ``active=False`` the
+    active topic gets its own date without them (its long thread is not read)."""
+    messages = Message.objects.filter(topic_id=OuterRef("pk")).exclude(role=Message.Role.ERROR)
+    days = {
+        "first_at": Coalesce(
+            Subquery(messages.order_by("seq").values("created_at")[:1]), F("created_at")
+        ),
+        "last_at": Coalesce(
+            Subquery(messages.order_by("-seq").values("created_at")[:1]), F("created_at")
+        ),
     }
+    if not active:
+        days = {
+            name: Case(When(is_active=True, then=F("created_at")), default=value)
+            for name, value in days.items()
+        }
+    return days
 
 
 def topic_record(*, topic_id: int, title: str, summary: str, deprecated: bool, days: str) -> str:

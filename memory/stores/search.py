@@ -3,8 +3,10 @@
 One entry point, ``search_memory``, answers "what did we decide about the database?"
 across every session the user may still see (``Session.objects.owned_by``). The agent's
 ``recall`` tool searches the same indexes through memory/stores/recall.py. The full-text
-engine is the database's own: PostgreSQL's text search (GIN expression indexes, the
-``simple`` configuration so every language is matched word for word) or SQLite's FTS5 in
+engine is the database's own: PostgreSQL's text search (a stored, GIN-indexed tsvector
+for messages and a GIN expression index for topics, the ``simple`` configuration so every
+language is matched word for word; the newest matches ranked, snippets for the returned
+page only, under a statement timeout) or SQLite's FTS5 in
 the embedded mode (``unicode61`` tokenizer). Both are kept by ``ensure_search_index``,
 which runs after every ``migrate``.
 
@@ -17,6 +19,8 @@ escapes them and marks the words itself).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,8 +30,10 @@ from django.contrib.postgres.search import (
     SearchQuery,
     SearchRank,
     SearchVector,
+    SearchVectorField,
 )
-from django.db import connection
+from django.db import OperationalError, connection, transaction
+from django.db.models import Expression
 
 from memory.lib.errors import InvalidInput
 from memory.lib.text import shown_topic_title
@@ -82,8 +88,9 @@ def search_memory(*, user, query: str, limit: int = DEFAULT_LIMIT) -> list[Searc
     sessions = Session.objects.owned_by(user)
     search = _postgres if connection.vendor == "postgresql" else _sqlite
     hits = _facts(user=user, words=words)
-    hits += search.topics(sessions=sessions, words=words, limit=limit)
-    hits += search.messages(sessions=sessions, words=words, limit=limit)
+    with time_limited():
+        hits += search.topics(sessions=sessions, words=words, limit=limit)
+        hits += search.messages(sessions=sessions, words=words, limit=limit)
     return hits[:limit]
 
 
@@ -119,14 +126,116 @@ def _facts(*, user, words: list[str]) -> list[SearchHit]:
     return hits
 
 
-# --- PostgreSQL: text search over GIN expression indexes ---------------------------------
+# --- PostgreSQL: text search over GIN indexes ----------------------------------------------
 
-MESSAGE_VECTOR = SearchVector("content", config=PG_CONFIG)
+
+class StoredVector(Expression):
+    """A message's tsvector as stored (the generated column ``search_vector``, made by
+    migration 0011 and kept by ``ensure_search_index``): matching and ranking read it
+    instead of parsing every matching message again."""
+
+    output_field = SearchVectorField()
+
+    def __init__(self, column: str = "search_vector") -> None:
+        super().__init__()
+        self.column = column
+
+    def as_sql(self, compiler, connection):
+        alias = compiler.query.get_initial_alias()
+        column = connection.ops.quote_name(self.column)
+        return f"{compiler.quote_name_unless_alias(alias)}.{column}", []
+
+
+MESSAGE_VECTOR = StoredVector()
 TOPIC_VECTOR = SearchVector("title", "summary", config=PG_CONFIG)
-SEARCH_INDEXES = {
-    Message: GinIndex(MESSAGE_VECTOR, name="message_content_search"),
-    Topic: GinIndex(TOPIC_VECTOR, name="topic_text_search"),
-}
+SEARCH_INDEXES = {Topic: GinIndex(TOPIC_VECTOR, name="topic_text_search")}
+MESSAGE_VECTOR_SQL = (
+    "ALTER TABLE memory_message ADD COLUMN IF NOT EXISTS search_vector tsvector "
+    f"GENERATED ALWAYS AS (to_tsvector('{PG_CONFIG}', coalesce(content, ''))) STORED",
+    "CREATE INDEX IF NOT EXISTS message_search_vector ON memory_message USING gin (search_vector)",
+    "DROP INDEX IF EXISTS message_content_search",  # the expression index it replaces
+)
+# A search ranks at most this many of the newest matches, and writes snippets for the
+# page it returns only. Messages are looked for first among the newest RECENT_WINDOW
+# (a common word is found there at once, by the primary key); when that window holds less
+# than a page, and for topics (far fewer), the matches come from the GIN index, which
+# then has few to read (fewer than a page in every RECENT_WINDOW rows, on average).
+RANKED_CANDIDATES = 200
+RECENT_WINDOW = 4_000
+# A search that still runs this long is stopped (SearchTooSlow), not left to take a core.
+STATEMENT_TIMEOUT_MS = 2_000
+
+
+class SearchTooSlow(SearchError):
+    """The search ran past STATEMENT_TIMEOUT_MS and was stopped (the page and the API
+    answer it as any refused query)."""
+
+    code = "search_too_slow"
+
+    def __init__(self) -> None:
+        InvalidInput.__init__(
+            self,
+            "the search took too long; try more specific words",
+            field="q",
+            code="search_too_slow",
+        )
+
+
+@contextmanager
+def time_limited() -> Iterator[None]:
+    """The queries inside run under a statement timeout (PostgreSQL)."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            yield
+            cursor.execute("SET LOCAL statement_timeout TO DEFAULT")  # for an outer transaction
+    except OperationalError as err:
+        if getattr(err.__cause__, "sqlstate", None) == "57014":  # query_canceled
+            raise SearchTooSlow() from err
+        raise
+
+
+def _newest_matches(
+    rows, vector, query: SearchQuery, text: str, *, window: int, enough: int
+) -> list[int]:
+    """The ids of the newest RANKED_CANDIDATES rows of ``rows`` matching ``query`` (whose
+    tsquery text is ``text``), looked for first among the newest ``window`` rows: when
+    those hold ``enough`` (a page), they are the candidates."""
+    found = _matches_in_window(rows, vector, text, window=window) if window else []
+    if len(found) >= enough:
+        return found
+    # Too few in the window: every match, through the index (the CTE keeps the planner
+    # from walking the primary key backwards through every row to find a rare word).
+    sql, params = (
+        rows.annotate(document=vector).filter(document=query).values("pk").query.sql_with_params()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH hits AS MATERIALIZED ({sql}) SELECT * FROM hits ORDER BY 1 DESC LIMIT %s",
+            [*params, RANKED_CANDIDATES],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _matches_in_window(rows, vector, text: str, *, window: int) -> list[int]:
+    window_sql, window_params = (
+        rows.annotate(document=vector)
+        .order_by("-pk")
+        .values("pk", "document")[:window]
+        .query.sql_with_params()
+    )
+    # The window is taken first, then matched: the planner cannot turn it into a walk over
+    # every match (its estimate of a prefix query is a guess).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.pk FROM ({window_sql}) AS w(pk, document) "
+            "WHERE w.document @@ to_tsquery(%s::regconfig, %s) ORDER BY w.pk DESC LIMIT %s",
+            [*window_params, PG_CONFIG, text, RANKED_CANDIDATES],
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 class _postgres:
@@ -139,11 +248,19 @@ class _postgres:
     @classmethod
     def messages(cls, *, sessions, words: list[str], limit: int) -> list[SearchHit]:
         messages = Message.objects.filter(session__in=sessions).conversation()
-        rows = cls._ranked(messages, MESSAGE_VECTOR, "content", words=words, limit=limit)
-        return [_message_hit(message, message.headline) for message in rows.select_related("topic")]
+        rows = cls._ranked(
+            messages,
+            MESSAGE_VECTOR,
+            "content",
+            words=words,
+            limit=limit,
+            window=RECENT_WINDOW,  # their vectors are stored: a window costs no parsing
+            related=("topic",),
+        )
+        return [_message_hit(message, message.headline) for message in rows]
 
     @staticmethod
-    def matching_ids(rows, vector: SearchVector, *, terms: list[str], limit: int) -> list[int]:
+    def matching_ids(rows, vector, *, terms: list[str], limit: int) -> list[int]:
         """The ids of the rows whose ``vector`` matches any of ``terms`` (prefixes), best
         first: the candidates recall ranks itself."""
         query = SearchQuery(
@@ -158,11 +275,22 @@ class _postgres:
         )
 
     @staticmethod
-    def _ranked(rows, vector: SearchVector, snippet_field: str, *, words: list[str], limit: int):
-        """The rows whose ``vector`` matches every word, best first, each with a headline."""
+    def _ranked(
+        rows, vector, snippet_field: str, *, words: list[str], limit: int, window=0, related=()
+    ) -> list:
+        """The rows whose ``vector`` matches every word, best first, each with a headline:
+        the newest RANKED_CANDIDATES matches found through the index, those ranked, and
+        the headline written for the final page only."""
         # Words are \w+ runs, so they carry no tsquery operators; ':*' matches prefixes.
-        query = SearchQuery(
-            " & ".join(f"{word}:*" for word in words), config=PG_CONFIG, search_type="raw"
+        text = " & ".join(f"{word}:*" for word in words)
+        query = SearchQuery(text, config=PG_CONFIG, search_type="raw")
+        candidates = _newest_matches(rows, vector, query, text, window=window, enough=limit)
+        model = rows.model
+        best = list(
+            model.objects.filter(pk__in=candidates)
+            .annotate(rank=SearchRank(vector, query))
+            .order_by("-rank", "-pk")
+            .values_list("pk", flat=True)[:limit]
         )
         headline = SearchHeadline(
             snippet_field,
@@ -173,12 +301,10 @@ class _postgres:
             max_words=SNIPPET_WORDS,
             min_words=SNIPPET_WORDS // 2,
         )
-        return (
-            rows.annotate(document=vector)
-            .filter(document=query)
-            .annotate(rank=SearchRank(vector, query), headline=headline)
-            .order_by("-rank", "-pk")[:limit]
-        )
+        found = (
+            model.objects.filter(pk__in=best).select_related(*related).annotate(headline=headline)
+        ).in_bulk()
+        return [found[pk] for pk in best if pk in found]
 
 
 # --- SQLite: FTS5 tables kept by triggers ---------------------------------------------------
@@ -270,6 +396,8 @@ def ensure_search_index(*, using: str = "default") -> None:
     db = connections[using]
     if db.vendor == "postgresql":
         with db.schema_editor() as editor, db.cursor() as cursor:
+            for statement in MESSAGE_VECTOR_SQL:
+                cursor.execute(statement)
             for model, index in SEARCH_INDEXES.items():
                 cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [index.name])
                 if cursor.fetchone() is None:

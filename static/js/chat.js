@@ -57,6 +57,7 @@ const thread = createThread({
   onOpenTopic: (id) => openTopic(id),
   onLoadEarlier: () => loadEarlier(),
   onRegenerate: regenerate,
+  onEdit: editAndResend,
 });
 const inspector = createInspector({
   memory: memoryPanel({
@@ -228,6 +229,14 @@ function stop() {
 function regenerate() {
   if (working || !send({ type: "turn.regenerate" })) return;
   thread.clearFailure();
+  setWorking(true);
+}
+
+/** Edit and resend your last message: the server replaces it and its answer, then answers. */
+function editAndResend(message, content) {
+  if (working || !send({ type: "message.edit", message_id: message.id, content })) return;
+  thread.clearFailure();
+  thread.addPending(content);
   setWorking(true);
 }
 

@@ -30,7 +30,7 @@ export function createComposer({ form, input, sendButton, statusLine, counter, l
     counter.hidden = length < limit * COUNTER_FROM;
     counter.classList.toggle("is-over", over);
     counter.textContent = over
-      ? format(length - limit) + " characters over the " + format(limit) + " limit"
+      ? format(length - limit) + (length - limit === 1 ? " character" : " characters") + " over the " + format(limit) + " limit"
       : format(length) + " / " + format(limit);
     return { length, over };
   }

@@ -5,7 +5,8 @@
  * The brain is a real <button>: its accessible name says which topic, a description
  * (aria-describedby) says the state and what a press does. A press cycles
  * gray (none) → teal (promoted) → red (deprecated) → gray and persists through
- * a PUT to the topic's memory URL. The new state shows at once; requests for one topic
+ * a PUT to the topic's memory URL; landing on red offers Undo in a toast (one click too
+ * many must not quietly reverse a topic). The new state shows at once; requests for one topic
  * are sent one after another so the last press wins, and server events for a topic with
  * presses still in flight do not make the icon flicker back.
  *
@@ -21,10 +22,10 @@ import { url } from "./config.js";
 const NEXT = { none: "promoted", promoted: "deprecated", deprecated: "none" };
 const STATE_TEXT = {
   none: "Not in memory",
-  promoted: "Promoted: remembered in every session",
-  deprecated: "Deprecated: remembered as reversed, title only",
+  promoted: "In memory: remembered in every session",
+  deprecated: "No longer true: remembered as reversed, by its title only",
 };
-const ACTION_TEXT = { none: "promote it", promoted: "deprecate it", deprecated: "take it out of memory" };
+const ACTION_TEXT = { none: "remember it in every session", promoted: "mark it no longer true", deprecated: "take it out of memory" };
 const SETTLE_MS = 1500;
 const CHANGED_TEXT = { none: "not in memory", promoted: "promoted to memory", deprecated: "deprecated" };
 
@@ -256,8 +257,13 @@ export function createTopics({ list, api, onOpen, onDeleted }) {
     patch(id);
   }
 
+  /** A press: the next state. Landing on red (easy to reach by one click too many) offers Undo. */
   function cycle(id) {
-    const next = NEXT[shownState(id)];
+    const from = shownState(id);
+    setState(id, NEXT[from], from === "promoted" ? from : null);
+  }
+
+  function setState(id, next, undoTo = null) {
     const wait = pending.get(id) || { count: 0, chain: Promise.resolve() };
     wait.shown = next;
     wait.count += 1;
@@ -279,6 +285,9 @@ export function createTopics({ list, api, onOpen, onDeleted }) {
           settledAt.set(id, Date.now());
           patch(id);
           announce("“" + title(id) + "”: " + CHANGED_TEXT[shownState(id)]);
+          if (undoTo && shownState(id) === next) {
+            toast("“" + title(id) + "” is now marked as no longer true: remembered by its title only.", { label: "Undo", run: () => setState(id, undoTo) });
+          }
         }
       });
   }

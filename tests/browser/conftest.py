@@ -73,8 +73,25 @@ def _allow_async_unsafe(monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+def _yield_deadlocks_to_the_server() -> None:
+    """The server (a subprocess) may still be at work when the test's database is flushed
+    (an exit evaluation, a list refresh): its transaction and the flush's TRUNCATE can
+    deadlock. PostgreSQL aborts the process that waits ``deadlock_timeout`` first; a long
+    one here makes that the server's late work, never the test's teardown."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET deadlock_timeout = '10s'")
+    except Exception:  # not a superuser: keep the default
+        pass
+
+
 @pytest.fixture
 def live(_allow_async_unsafe, transactional_db, server_url) -> str:
+    _yield_deadlocks_to_the_server()
     return server_url
 
 
@@ -135,6 +152,8 @@ def slow_server_url(django_db_setup, django_db_blocker, slow_model) -> str:
 def open_slow_chat(_allow_async_unsafe, transactional_db, slow_server_url, context, page):
     """Open a session's chat page, served by the server whose model is slow."""
     from django.test import Client
+
+    _yield_deadlocks_to_the_server()
 
     def open_(session):
         client = Client()

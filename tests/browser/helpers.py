@@ -35,6 +35,14 @@ class SlowModel:
     their callers set aside for their model-free fallbacks. ``cut`` is set when a client
     closed a stream before its end."""
 
+    TEXT = (
+        "A B-tree index keeps its keys in order, so PostgreSQL can find one row or a range "
+        "of rows without reading the whole table. Hash indexes answer equality only; GIN "
+        "indexes hold many keys per row (arrays, JSONB, full-text search); GiST and SP-GiST "
+        "index geometry and ranges; BRIN keeps one summary per block range, tiny for huge "
+        "tables whose order follows time."
+    ).split()
+
     def __init__(self, *, words: int = 600, interval: float = 0.1) -> None:
         import http.server
 
@@ -66,8 +74,11 @@ class SlowModel:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
+    def word(self, n: int) -> str:
+        return self.TEXT[n % len(self.TEXT)] + " "
+
     def text(self, words: int | None = None) -> str:
-        return "".join(f"word{n} " for n in range(self.words if words is None else words))
+        return "".join(self.word(n) for n in range(self.words if words is None else words))
 
     def close(self) -> None:
         self.server.shutdown()
@@ -96,7 +107,7 @@ class SlowModel:
         try:
             handler.wfile.write(self._chunk({"role": "assistant", "content": ""}))
             for n in range(self.words):
-                handler.wfile.write(self._chunk({"content": f"word{n} "}))
+                handler.wfile.write(self._chunk({"content": self.word(n)}))
                 handler.wfile.flush()
                 time.sleep(self.interval)
             handler.wfile.write(self._chunk({}, "stop") + b"data: [DONE]\n\n")

@@ -89,8 +89,14 @@ def test_a_switch_forks_in_the_offline_default_and_each_topic_keeps_its_messages
     assert users(japan) == JAPAN and users(tap) == TAP
     assert (japan.is_active, tap.is_active, tap.origin) == (False, True, "drift")
     assert japan.messages.count() == tap.messages.count() == 12
+    # The offline model's gist (issue 24): titles a person would write, summaries that
+    # name the subject, and the session keeps the first topic's name.
+    for topic, subject in ((japan, "Japan"), (tap, "tap")):
+        assert "different thing" not in topic.title.lower() and "…" not in topic.title
+        assert subject.lower() in topic.title.lower() + topic.summary.lower()
 
     page = open_chat(session)
+    assert page.locator("#session-name").inner_text() == japan.title
     rows = page.locator(".topic")
     assert rows.count() == 2
     assert "is-active" in page.locator(f'.topic[data-topic-id="{tap.pk}"]').get_attribute("class")

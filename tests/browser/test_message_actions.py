@@ -55,3 +55,26 @@ def test_copy_puts_the_code_blocks_text_on_the_clipboard(open_chat, session, con
 
     page.locator(".code-copy").nth(1).click()
     page.wait_for_function("async () => (await navigator.clipboard.readText()) === 'ls -la\\n'")
+
+
+def test_edit_and_resend_replaces_your_last_message_and_its_answer(open_chat, session):
+    session.append_message(role=Message.Role.USER, content="Plan Lisbon in May")
+    session.append_message(role=Message.Role.ASSISTANT, content="A **Lisbon** plan.")
+    page = open_chat(session)
+
+    page.locator(".msg-user").hover()
+    page.get_by_role("button", name="Edit and resend").click()
+    field = page.get_by_label("Edit your message")
+    assert field.input_value() == "Plan Lisbon in May"
+    field.fill("Plan Porto in May 🍷")
+    field.press("Enter")
+    page.wait_for_function("() => !document.querySelector('.msg-assistant strong')")
+    wait_for_reply(page)
+
+    assert page.locator(".msg-user .bubble").all_inner_texts() == ["Plan Porto in May 🍷"]
+    assert page.locator(".msg-assistant .part[data-message-id]").count() == 1
+    stored = list(session.messages.order_by("seq").values_list("role", "content"))
+    assert stored[0] == ("user", "Plan Porto in May 🍷") and len(stored) == 2
+    page.reload()
+    page.wait_for_selector("#conn[data-state=open]")
+    assert page.locator(".msg-user .bubble").all_inner_texts() == ["Plan Porto in May 🍷"]

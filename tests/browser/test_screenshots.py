@@ -98,6 +98,13 @@ def build_scene(alice, agent) -> Session:
         content='{"ok": true, "notes": "Indexes: (session, seq) unique"}',
     )
     session.append_message(role="assistant", content="I noted that. Shall I draft the migration?")
+    session.append_message(role="user", content="Draft the migration, in SQL.")
+    session.append_message(
+        role="assistant",
+        content="Here is the start of it:\n\n```sql\nCREATE UNIQUE INDEX message_seq_unique\n"
+        "  ON memory_message (session_id, seq);\n```\n\nThen the trailing-window index, which",
+        stopped=True,
+    )
     Notes.objects.create(
         topic=active, content="- Indexes: `(session, seq)` unique\n- **PostgreSQL**"
     )
@@ -124,6 +131,13 @@ def test_the_readme_screenshots(open_chat, alice, agent, screenshots):
     assert page.locator(".tool summary").inner_text().startswith("Noted: Indexes")
     assert page.locator(".msg-assistant .md table").count() == 1
 
+    # The new controls (issue 24): the model badge, Copy on each code block, a reply
+    # marked stopped, and the actions of the last reply (shown on hover).
+    assert page.locator("#model-badge").inner_text().strip() == "Offline model — connect one"
+    assert page.locator(".code-copy").count() == 2
+    assert page.locator(".stopped-note").inner_text() == "Stopped"
+    page.locator(".msg-assistant").last.hover()
+    assert page.get_by_role("button", name="Regenerate the reply").is_visible()
     page.screenshot(path=screenshots / "chat.png")
     page.locator("#inspector").screenshot(path=screenshots / "memory-panel.png")
     page.get_by_role("tab", name="Facts").click()
@@ -131,4 +145,36 @@ def test_the_readme_screenshots(open_chat, alice, agent, screenshots):
     assert page.locator(".fact").count() == 3
     page.locator("#inspector").screenshot(path=screenshots / "facts-panel.png")
     for name in ["chat.png", "memory-panel.png", "facts-panel.png"]:
+        assert (screenshots / name).stat().st_size > 10_000
+
+
+def test_the_readme_screenshots_of_stop_and_your_data(
+    open_slow_chat, alice, agent, screenshots, tmp_path
+):
+    session = Session.objects.start(user=alice, agent=agent, title="A long answer")
+    page = open_slow_chat(session)
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.get_by_label("Message Drift").fill("Explain every index PostgreSQL has, in depth.")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "() => (document.querySelector('.part.is-streaming .md')?.textContent || '').length > 120"
+    )
+    stop = page.get_by_role("button", name="Stop the reply (Esc)")
+    assert stop.is_visible()
+    page.locator(".conversation").screenshot(path=screenshots / "stop.png")
+    stop.click()
+    page.locator(".stopped-note").wait_for()
+
+    exported = tmp_path / "driftless-everything.json"
+    exported.write_text(
+        '{"format": "driftless-memory", "version": 1, "agent": "Drift", "facts": {"a": "b"},'
+        ' "sessions": [{"uid": "00000000-0000-4000-8000-000000000001", "title": "Trip",'
+        ' "topics": [{"messages": [{}, {}]}]}]}',
+        encoding="utf-8",
+    )
+    page.goto(page.url.split("/sessions/")[0] + "/data/")
+    page.get_by_label("A file exported from Driftless (.json)").set_input_files(exported)
+    page.locator("#import-preview").wait_for()
+    page.locator(".data-page").screenshot(path=screenshots / "your-data.png")
+    for name in ["stop.png", "your-data.png"]:
         assert (screenshots / name).stat().st_size > 10_000

@@ -3,6 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from memory.llm import get_chat_model
 from memory.models import Agent, Organization
 
 DEMO_SOUL = (
@@ -89,4 +90,16 @@ class Command(BaseCommand):
                 "            .venv/bin/python manage.py seed_demo --reset-password"
                 + ("" if username == "demo" else f" --username {username}")
             )
+        lines.append(_model_line())
         return "\n".join(lines)
+
+
+def _model_line() -> str:
+    """Which model answers: the banner says so, as the chat page does."""
+    model = get_chat_model("chat")
+    if model.offline:
+        return (
+            "  Model     offline (no model connected): set OPENAI_API_KEY, or OPENAI_BASE_URL "
+            "for a local server (make local-model builds one)"
+        )
+    return f"  Model     {model.name}"

@@ -1,7 +1,7 @@
 """Django admin for consolidation runs: what each run proposed, applied and refused.
 
-Registered from memory/admin.py (one import), kept apart so the consolidator's admin grows
-without pushing that file past its limit. Runs are read-only records; an operator may
+Registered from memory/admin/__init__.py (one import), kept apart so the consolidator's
+admin grows without pushing that file past its limit. Runs are read-only records; an operator may
 start a consolidation of a session's scope (an action on sessions) or of the scopes of
 selected runs, and undo a run, each through memory/actions/consolidation.py, as the
 user's REST call does. A refusal (a run that cannot be undone) is a message on the page,
@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
-from memory.admin_scope import OrganizationScoped
+from memory.admin.scope import OrganizationScoped
 from memory.lib.errors import Refused
 from memory.models import ConsolidationRun, MemoryDecision
 

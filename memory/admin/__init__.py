@@ -28,8 +28,8 @@ from django.utils.html import format_html, format_html_join
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
-from memory.admin_scope import OrganizationScoped, SuperuserChanges, confine_auth_admin
-from memory.consolidation_admin import consolidate_scopes
+from memory.admin.consolidation import consolidate_scopes
+from memory.admin.scope import OrganizationScoped, SuperuserChanges, confine_auth_admin
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.lib.errors import Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
@@ -526,5 +526,5 @@ class DeletionAdmin(OrganizationScoped, admin.ModelAdmin):
         return False
 
 
-# Staff who are not superusers are confined to their organizations (memory/admin_scope.py).
+# Staff who are not superusers are confined to their organizations (memory/admin/scope.py).
 confine_auth_admin(admin.site)

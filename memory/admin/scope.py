@@ -1,4 +1,4 @@
-"""Admin confined to the operator's organizations (memory/admin.py uses these).
+"""Admin confined to the operator's organizations (memory/admin/__init__.py uses these).
 
 A superuser sees and changes everything. A staff member who is not one sees only the rows
 of the organizations they are a member of, whatever model permissions they hold:
