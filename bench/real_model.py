@@ -49,7 +49,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from real_model_measures import DRIFT_IDS, print_cache, print_drift, run_cache, run_drift  # noqa: E402
+from real_model_measures import (  # noqa: E402
+    DRIFT_IDS,
+    print_cache,
+    print_drift,
+    print_summaries,
+    run_cache,
+    run_drift,
+    run_summaries,
+)
 from real_model_proxy import RecordingProxy  # noqa: E402
 
 ANSWERED_TARGET = 0.8
@@ -482,12 +490,15 @@ def day_part(env: dict[str, str], workdir: Path, proxy: RecordingProxy, turns: i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="day,drift,cache")
+    parser.add_argument("--parts", default="day,drift,summary,cache")
     parser.add_argument(
         "--turns", type=int, default=len(DAY), help=f"turns of the day (max {len(DAY)})"
     )
     parser.add_argument("--drift-ids", default=",".join(DRIFT_IDS))
     parser.add_argument("--drift-interval", type=int, default=10)
+    parser.add_argument(
+        "--summary-data", default=str(ROOT / "bench" / "data" / "summary-labels.jsonl")
+    )
     parser.add_argument("--cache-turns", type=int, default=10)
     parser.add_argument(
         "--cache-window", type=int, default=5, help="messages the sliding window keeps"
@@ -496,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (server log)")
     args = parser.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if unknown := parts - {"day", "drift", "cache"}:
+    if unknown := parts - {"day", "drift", "summary", "cache"}:
         parser.error(f"unknown parts: {sorted(unknown)}")
     upstream = os.environ.get("OPENAI_BASE_URL")
     if not upstream:
@@ -516,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
         if "drift" in parts:
             summary["drift"] = run_drift(args.drift_ids.split(","), args.drift_interval)
             print_drift(summary["drift"])
+        if "summary" in parts:
+            summary["summary"] = run_summaries(Path(args.summary_data))
+            print_summaries(summary["summary"])
         if "cache" in parts:
             summary["cache"] = run_cache(
                 upstream, args.cache_turns, args.cache_window, args.cold_samples
