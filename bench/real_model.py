@@ -4,7 +4,7 @@ Usage (from the repository root; a model served at OPENAI_BASE_URL, e.g. the loc
 of docs/local-model.md; one request at a time, so serialize runs that share it)::
 
     OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python bench/real_model.py \
-        [--parts day,drift,cache] [--turns 30] [--drift-dialogues 4] [--cache-turns 10]
+        [--parts day,drift,summary,cache] [--turns 27] [--drift-ids ID,...] [--cache-turns 10]
 
 Everything runs as `make run` runs it (the embedded mode: SQLite in a temporary
 directory, tasks in the server process) against the endpoint, through a recording
@@ -19,9 +19,12 @@ pass-through (bench/real_model_proxy.py) that notes every call the product makes
   validity, time to first token p50/p95, tokens. Targets: at least 80 % of turns
   answered, 0 messages lost, no fact the user set removed, no exception reaching the
   user (an HTTP 500, or a traceback in what the user reads).
-* ``drift``: the drift detectors side by side on the first ``--drift-dialogues`` of
+* ``drift``: the drift detectors side by side on the ``--drift-ids`` dialogues of
   bench/data/product-test.jsonl at interval 10: lexical (no model) and the model deciding
   (``llm``; ``auto`` skips only windows with no user turn, none in this data).
+* ``summary``: the product's summary call on the labelled conversations of
+  bench/data/summary-labels.jsonl: valid JSON, ``include_in_memory`` against the label,
+  the durable fact kept.
 * ``cache``: time to first token over a conversation of ``--cache-turns`` turns, the
   product's append-only window (the server reuses the cached prefix) against a strict
   sliding window (drop the oldest turn each time) and a cold prompt; the ratio of medians.
