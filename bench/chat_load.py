@@ -63,6 +63,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
 
 REDIS_DB_URL = "redis://127.0.0.1:6379/15"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -127,14 +128,6 @@ if {prefix!r}:
 """
 
 
-def _reachable(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -161,7 +154,7 @@ def configure(*, embedded: bool) -> Environment:
     """Choose the storage and write the server's settings module (used here too)."""
     workdir = tempfile.mkdtemp(prefix="bench-chat-load-")
     env = Environment(workdir=workdir)
-    services = not embedded and _reachable(5432) and _reachable(6379)
+    services = not embedded and reachable(5432) and reachable(6379)
     values = {
         "SECRET_KEY": "bench-only-secret-key",
         "DEBUG": "false",

@@ -39,16 +39,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 TARGET_SHARE = 0.10
@@ -56,24 +55,7 @@ REAL_TIMEOUT_SECONDS = 900.0
 
 
 def configure() -> str:
-    var_dir = tempfile.mkdtemp(prefix="bench-consolidation-")
-    os.environ.update(
-        {
-            "SECRET_KEY": "bench-only-secret-key",
-            "DEBUG": "false",
-            "DJANGO_SETTINGS_MODULE": "driftless.settings",
-            "DRIFTLESS_VAR_DIR": var_dir,
-        }
-    )
-    for name in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return var_dir
+    return embedded_django("bench-consolidation-")
 
 
 def load_fixture(path: Path, sessions: int) -> list[dict]:

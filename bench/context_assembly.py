@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -36,19 +35,12 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
 
 SIZES = (100, 1_000, 10_000, 100_000)
 MESSAGES_PER_TOPIC = 20
 TOPICS_PER_SESSION = 5
 BATCH = 5_000
-
-
-def _reachable(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
@@ -61,7 +53,7 @@ def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
     pg_name = sqlite_dir = None
-    if not sqlite and _reachable(5432):
+    if not sqlite and reachable(5432):
         import psycopg
 
         pg_name = f"bench_context_assembly_{os.getpid()}"
@@ -72,7 +64,7 @@ def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
         os.environ.pop("DATABASE_URL", None)
         sqlite_dir = tempfile.mkdtemp(prefix="bench-context-")
         os.environ["DRIFTLESS_VAR_DIR"] = sqlite_dir
-    if _reachable(6379):
+    if reachable(6379):
         os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/14"
     else:
         os.environ.pop("REDIS_URL", None)

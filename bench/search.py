@@ -25,13 +25,13 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
 
 TARGET_P95_MS = 200.0
 MESSAGES_PER_TOPIC = 20
@@ -45,14 +45,6 @@ WORDS = (
     "deadline release customer feedback bug fix test deploy server client api "
     "memory topic summary note fact meeting call email draft report metric goal"
 ).split()
-
-
-def _reachable(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def configure() -> str:
@@ -195,7 +187,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=30, help="timed searches per query")
     parser.add_argument("--baseline-repeat", type=int, default=3, help="0 skips the baseline")
     args = parser.parse_args()
-    if not _reachable(5432):
+    if not reachable(5432):
         print("bench/search.py needs PostgreSQL on 127.0.0.1:5432", file=sys.stderr)
         return 2
 

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
 
 SENTENCES = [
     "We compared the storage options for the billing ledger again.",
@@ -47,24 +46,7 @@ SENTENCES = [
 
 
 def configure() -> str:
-    var_dir = tempfile.mkdtemp(prefix="bench-summary-")
-    os.environ.update(
-        {
-            "SECRET_KEY": "bench-only-secret-key",
-            "DEBUG": "false",
-            "DJANGO_SETTINGS_MODULE": "driftless.settings",
-            "DRIFTLESS_VAR_DIR": var_dir,
-        }
-    )
-    for name in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return var_dir
+    return embedded_django("bench-summary-")
 
 
 def grow(session, count: int, start: int) -> None:

@@ -53,6 +53,24 @@ _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sess
 _BUSY = OpenApiResponse(DetailSerializer, description="A reply is still being generated.")
 _STOPPING = OpenApiResponse(DetailSerializer, description="The server is restarting; try again.")
 _DELETED = OpenApiResponse(description="Deleted, permanently.")
+_INVALID_TEXT = OpenApiResponse(description="Empty or too long (see docs/websocket.md).")
+
+
+def _turn_responses(
+    *, text: bool = False, conflict: str = "", failed: str = "The model failed."
+) -> dict:
+    """What a call that runs a turn answers: the turn, or why it did not run or failed
+    (``text``: the call carries the user's text, which may be refused)."""
+    busy = OpenApiResponse(DetailSerializer, description=conflict) if conflict else _BUSY
+    return {
+        201: TurnSerializer,
+        **({400: _INVALID_TEXT} if text else {}),
+        404: _NOT_FOUND,
+        409: busy,
+        503: _STOPPING,
+        500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
+        502: OpenApiResponse(TurnFailedSerializer, description=failed),
+    }
 
 
 class AgentList(APIView):
@@ -118,17 +136,7 @@ class SessionDetail(APIView):
 class SessionMessages(APIView):
     @extend_schema(
         request=SendMessageSerializer,
-        responses={
-            201: TurnSerializer,
-            400: OpenApiResponse(description="Empty or too long (see docs/websocket.md)."),
-            404: _NOT_FOUND,
-            409: _BUSY,
-            503: _STOPPING,
-            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
-            502: OpenApiResponse(
-                TurnFailedSerializer, description="The model failed; the message is kept."
-            ),
-        },
+        responses=_turn_responses(text=True, failed="The model failed; the message is kept."),
         summary="Send a message and get the whole reply (no streaming)",
     )
     def post(self, request: Request, session_id: int) -> Response:
@@ -142,18 +150,10 @@ class SessionMessages(APIView):
 class RegenerateReply(APIView):
     @extend_schema(
         request=None,
-        responses={
-            201: TurnSerializer,
-            404: _NOT_FOUND,
-            409: OpenApiResponse(
-                DetailSerializer,
-                description="A reply is still being generated, or the topic does not end "
-                "with a reply (`nothing_to_regenerate`).",
-            ),
-            503: _STOPPING,
-            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
-            502: OpenApiResponse(TurnFailedSerializer, description="The model failed."),
-        },
+        responses=_turn_responses(
+            conflict="A reply is still being generated, or the topic does not end with a "
+            "reply (`nothing_to_regenerate`)."
+        ),
         summary="Replace the last reply with a new one (the socket's turn.regenerate)",
     )
     def post(self, request: Request, session_id: int) -> Response:
@@ -164,19 +164,11 @@ class RegenerateReply(APIView):
 class EditLastMessage(APIView):
     @extend_schema(
         request=EditMessageSerializer,
-        responses={
-            201: TurnSerializer,
-            400: OpenApiResponse(description="Empty or too long (see docs/websocket.md)."),
-            404: _NOT_FOUND,
-            409: OpenApiResponse(
-                DetailSerializer,
-                description="A reply is still being generated, or the message is not your "
-                "last one in the active topic (`nothing_to_edit`).",
-            ),
-            503: _STOPPING,
-            500: OpenApiResponse(TurnFailedSerializer, description="Internal error."),
-            502: OpenApiResponse(TurnFailedSerializer, description="The model failed."),
-        },
+        responses=_turn_responses(
+            conflict="A reply is still being generated, or the message is not your last one "
+            "in the active topic (`nothing_to_edit`).",
+            text=True,
+        ),
         summary="Edit and resend your last message (the socket's message.edit)",
     )
     def post(self, request: Request, session_id: int) -> Response:
