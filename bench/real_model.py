@@ -4,7 +4,7 @@ Usage (from the repository root; a model served at OPENAI_BASE_URL, e.g. the loc
 of docs/local-model.md; one request at a time, so serialize runs that share it)::
 
     OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python bench/real_model.py \
-        [--parts day,drift,cache] [--turns 30] [--drift-dialogues 4] [--cache-turns 10]
+        [--parts day,drift,summary,cache] [--turns 27] [--drift-ids ID,...] [--cache-turns 10]
 
 Everything runs as `make run` runs it (the embedded mode: SQLite in a temporary
 directory, tasks in the server process) against the endpoint, through a recording
@@ -19,9 +19,12 @@ pass-through (bench/real_model_proxy.py) that notes every call the product makes
   validity, time to first token p50/p95, tokens. Targets: at least 80 % of turns
   answered, 0 messages lost, no fact the user set removed, no exception reaching the
   user (an HTTP 500, or a traceback in what the user reads).
-* ``drift``: the drift detectors side by side on the first ``--drift-dialogues`` of
+* ``drift``: the drift detectors side by side on the ``--drift-ids`` dialogues of
   bench/data/product-test.jsonl at interval 10: lexical (no model) and the model deciding
   (``llm``; ``auto`` skips only windows with no user turn, none in this data).
+* ``summary``: the product's summary call on the labelled conversations of
+  bench/data/summary-labels.jsonl: valid JSON, ``include_in_memory`` against the label,
+  the durable fact kept.
 * ``cache``: time to first token over a conversation of ``--cache-turns`` turns, the
   product's append-only window (the server reuses the cached prefix) against a strict
   sliding window (drop the oldest turn each time) and a cold prompt; the ratio of medians.
@@ -49,7 +52,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from real_model_measures import DRIFT_IDS, print_cache, print_drift, run_cache, run_drift  # noqa: E402
+from real_model_measures import (  # noqa: E402
+    DRIFT_IDS,
+    print_cache,
+    print_drift,
+    print_summaries,
+    run_cache,
+    run_drift,
+    run_summaries,
+)
 from real_model_proxy import RecordingProxy  # noqa: E402
 
 ANSWERED_TARGET = 0.8
@@ -482,12 +493,15 @@ def day_part(env: dict[str, str], workdir: Path, proxy: RecordingProxy, turns: i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="day,drift,cache")
+    parser.add_argument("--parts", default="day,drift,summary,cache")
     parser.add_argument(
         "--turns", type=int, default=len(DAY), help=f"turns of the day (max {len(DAY)})"
     )
     parser.add_argument("--drift-ids", default=",".join(DRIFT_IDS))
     parser.add_argument("--drift-interval", type=int, default=10)
+    parser.add_argument(
+        "--summary-data", default=str(ROOT / "bench" / "data" / "summary-labels.jsonl")
+    )
     parser.add_argument("--cache-turns", type=int, default=10)
     parser.add_argument(
         "--cache-window", type=int, default=5, help="messages the sliding window keeps"
@@ -496,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (server log)")
     args = parser.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if unknown := parts - {"day", "drift", "cache"}:
+    if unknown := parts - {"day", "drift", "summary", "cache"}:
         parser.error(f"unknown parts: {sorted(unknown)}")
     upstream = os.environ.get("OPENAI_BASE_URL")
     if not upstream:
@@ -516,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
         if "drift" in parts:
             summary["drift"] = run_drift(args.drift_ids.split(","), args.drift_interval)
             print_drift(summary["drift"])
+        if "summary" in parts:
+            summary["summary"] = run_summaries(Path(args.summary_data))
+            print_summaries(summary["summary"])
         if "cache" in parts:
             summary["cache"] = run_cache(
                 upstream, args.cache_turns, args.cache_window, args.cold_samples

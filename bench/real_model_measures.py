@@ -169,3 +169,66 @@ def print_cache(result: dict) -> None:
         f"  ratio of medians sliding / product: {result['ratio_sliding_over_product']}, "
         f"cold / product: {result['ratio_cold_over_product']}"
     )
+
+
+# --------------------------------------------------------------------------- #
+# Summaries against a labelled set
+# --------------------------------------------------------------------------- #
+
+
+def run_summaries(path: Path) -> dict:
+    """The product's summary call (memory/actions/summarize.py) on each labelled
+    conversation: valid JSON, ``include_in_memory`` against the label, the facts kept."""
+    from memory.actions.summarize import SUMMARY_SCHEMA, parse_summary_answer, summary_input
+    from memory.llm import LLMError, get_chat_model
+    from memory.models import Message
+
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        messages = [
+            Message(role=role, content=text, seq=seq)
+            for seq, (role, text) in enumerate(item["turns"], 1)
+        ]
+        call = summary_input(messages=messages, notes="")
+        row = {"id": item["id"], "durable": item["durable"], "valid": False, "include": None}
+        began = time.monotonic()
+        try:
+            answer = get_chat_model("summary").complete_json(
+                messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
+            )
+            title, summary, include = parse_summary_answer(answer)
+            row.update(valid=True, include=include, title=title, summary=summary[:200])
+            lowered = summary.casefold()
+            row["kept"] = all(word in lowered for word in item["keep"])
+        except LLMError as error:
+            row["error"] = str(error)[:120]
+        row["seconds"] = round(time.monotonic() - began, 1)
+        rows.append(row)
+    valid = [r for r in rows if r["valid"]]
+    agree = [r for r in valid if r["include"] == r["durable"]]
+    durable = [r for r in valid if r["durable"]]
+    return {
+        "conversations": len(rows),
+        "valid_json": f"{len(valid)}/{len(rows)}",
+        "include_agrees": f"{len(agree)}/{len(valid)}",
+        "include_true_on_durable": f"{sum(r['include'] for r in durable)}/{len(durable)}",
+        "include_true_on_casual": (
+            f"{sum(r['include'] for r in valid if not r['durable'])}/{len(valid) - len(durable)}"
+        ),
+        "facts_kept_on_durable": f"{sum(bool(r.get('kept')) for r in durable)}/{len(durable)}",
+        "rows": rows,
+    }
+
+
+def print_summaries(result: dict) -> None:
+    print(f"\nsummaries: {result['conversations']} labelled conversations")
+    for name in ("valid_json", "include_agrees", "include_true_on_durable"):
+        print(f"  {name:<26} {result[name]}")
+    for name in ("include_true_on_casual", "facts_kept_on_durable"):
+        print(f"  {name:<26} {result[name]}")
+    for row in result["rows"]:
+        print(
+            f"  {row['id']} durable={row['durable']!s:<5} include={row['include']!s:<5} "
+            f"kept={row.get('kept', '-')!s:<5} {row['seconds']:6.1f}s {row.get('title', '')!r}"
+        )
