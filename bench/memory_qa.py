@@ -511,7 +511,7 @@ def check_targets(systems: dict, kinds: dict) -> dict:
     if fact and update:
         targets["update_vs_fact"] = {
             "need": "driftless update accuracy >= 0.7 x fact accuracy",
-            "ok": update["accuracy"] >= 0.7 * fact["accuracy"],
+            "ok": update["accuracy"] >= 0.7 * fact["accuracy"] and fact["accuracy"] > 0,
         }
     return targets
 
