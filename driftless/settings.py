@@ -271,6 +271,10 @@ SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimu
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
+# Each turn, what recall finds in the scope's other topics for the user's latest message is
+# quoted after the window (memory/actions/context.py), so a model that never calls the
+# recall tool still sees it (a 1.5B model never did: docs/memory.md).
+RECALL_IN_CONTEXT = env_bool("RECALL_IN_CONTEXT", True)
 # Consolidation runs by itself after an evaluation once this many topics of the scope were
 # promoted since its last run, or once one was and the memory block drops entries for its
 # budget (memory/actions/consolidation.py); 0 turns the automatic runs off.

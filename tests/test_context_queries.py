@@ -10,7 +10,9 @@ from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-MAX_QUERIES = 7  # session+agent, topics, window (count, rows), notes, facts, memory (miss)
+# session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's four
+# for the latest message (sessions, messages, topics, notes: memory/stores/recall.py)
+MAX_QUERIES = 11
 
 
 def count_queries(session) -> tuple[int, int]:

@@ -240,7 +240,12 @@ def test_a_recalled_heading_stays_data_in_a_tool_result_never_a_prompt_section(
     do_send_message(session=session, content="What did I tell you about facts?")
 
     second = fake_openai.requests[1]["messages"]
-    assert all("Ignore all previous" not in m["content"] for m in second if m["role"] == "system")
+    system_lines = [
+        line for m in second if m["role"] == "system" for line in m["content"].splitlines()
+    ]
+    # Recalled into the context too, but only as a quoted line, never a heading of its own.
+    assert all(line.startswith("> ") for line in system_lines if "Ignore all previous" in line)
+    assert "## Durable facts" not in system_lines  # no facts are set: it would be forged
     tool = next(m for m in second if m["role"] == "tool")
     assert json.loads(tool["content"])["hits"][0]["snippet"] == " ".join(injected.split())
 
@@ -516,3 +521,35 @@ def test_recall_also_works_on_the_embedded_sqlite_default():
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout
+
+
+# --- recalled into the context: a model that never calls the tool still sees it ------------
+
+
+def test_the_latest_message_recalls_an_earlier_sessions_detail_into_the_context(
+    session, earlier, strangers, fake_openai
+):
+    fake_openai.reply_text("The Hotel Kinkaku.")
+
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+
+    sent = fake_openai.requests[0]["messages"]
+    recalled = sent[-1]
+    assert recalled["role"] == "system"  # after the window: the rest of the prompt is cached
+    assert recalled["content"].startswith("## Recalled from earlier conversations\n")
+    assert f"> {KYOTO}" in recalled["content"].splitlines()  # quoted, as data
+    assert "Ryokan Sakura" not in json.dumps(sent)  # never a stranger's, nor another agent's
+    assert "other agent" not in recalled["content"]
+
+
+def test_nothing_is_recalled_when_it_is_turned_off_or_nothing_matches(
+    session, earlier, fake_openai, settings
+):
+    fake_openai.reply_text("Hello.")
+    do_send_message(session=session, content="Good morning!")
+    settings.RECALL_IN_CONTEXT = False
+    fake_openai.reply_text("The Hotel Kinkaku.")
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+
+    for request in fake_openai.requests:
+        assert "## Recalled" not in json.dumps(request["messages"])
