@@ -224,6 +224,10 @@ def run(args) -> dict:
                 runs.append(do_consolidate(agent=agent, user=with_.user))
                 seconds.append(time.monotonic() - started)
                 print(f"  consolidation after session {number}: {_run_line(runs[-1])}", flush=True)
+                if args.show_blocks:  # what the model proposed, and why any was refused
+                    print(f"    proposal: {json.dumps(runs[-1].proposal, ensure_ascii=False)}")
+                    for item in runs[-1].refused:
+                        print(f"    refused: {item['reason']}")
     finally:
         clear_client_cache()
         if fake is not None:
@@ -326,7 +330,9 @@ def main() -> int:
     parser.add_argument("--real", action="store_true", help="ask a real model endpoint")
     parser.add_argument("--base-url", default="http://127.0.0.1:8081/v1")
     parser.add_argument("--model", default="", help="the model name to ask for (--real)")
-    parser.add_argument("--show-blocks", action="store_true", help="print both blocks")
+    parser.add_argument(
+        "--show-blocks", action="store_true", help="print both blocks and the proposals"
+    )
     args = parser.parse_args()
     var_dir = configure()
     logging.getLogger("memory.actions.consolidation").setLevel(logging.WARNING)
