@@ -41,20 +41,6 @@ UPDATE_RATIO = 1.2
 KIND_SLACK = 0.05
 
 
-def _complete_json(self, *, messages, **options):
-    """bench/memory_qa.py's recorder, passing the seam's ``schema`` options through (its own
-    ``complete_json`` predates them and refuses them)."""
-    started = time.perf_counter()
-    try:
-        return self.inner.complete_json(messages=messages, **options)
-    finally:
-        estimated = memory_qa.request_estimate(messages)
-        elapsed = time.perf_counter() - started
-        self.ledger.calls.append(
-            memory_qa.Call(self.ledger.phase, "json", estimated, None, 0, elapsed)
-        )
-
-
 def run_history(history, number: int, ledger, pending: list) -> tuple[list, dict]:
     from memory.actions.consolidation import do_consolidate
 
@@ -108,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="a memory-qa JSON Lines file")
     parser.add_argument("--histories", type=int, default=0)
+    parser.add_argument("--ids", help="only these histories (comma-separated ids)")
     parser.add_argument("--questions-per-history", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--seed", type=int, default=22)
@@ -126,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         ledger = memory_qa.Ledger(offline_ingest=args.ingest == "offline")
         pending: list = []
         memory_qa.install_recorder(ledger, pending)
-        memory_qa.RecordingModel.complete_json = _complete_json
         scored, runs = [], []
         for number, history in enumerate(histories):
             rows, figures = run_history(history, number, ledger, pending)
