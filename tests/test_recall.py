@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
 from memory.stores.recall import read_past_chat, recall_terms, search_past_chats
 from tests.conftest import make_user
+from tests.embedded import rerun_on_the_embedded_default
 from tests.evaluation_helpers import MarkerDetector, converse, summary_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -510,17 +509,7 @@ def test_recall_also_works_on_the_embedded_sqlite_default():
     """The tests above, again, in a pytest process that runs on SQLite (FTS5)."""
     if os.environ.get("DRIFTLESS_TEST_EMBEDDED"):
         pytest.skip("already the embedded run")
-    env = {**os.environ, "DRIFTLESS_TEST_EMBEDDED": "1", "CI": ""}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout
+    rerun_on_the_embedded_default(__file__)
 
 
 # --- recalled into the context: a model that never calls the tool still sees it ------------

@@ -2,8 +2,6 @@
 answers) and, through a second pytest process, on the embedded SQLite default."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from chat.api.search import hit_url
 from memory.models import Message, Session
 from memory.stores.facts import set_fact
 from memory.stores.search import SearchError, search_memory
+from tests.embedded import rerun_on_the_embedded_default
 from tests.memory_builders import add_message, add_tool_round, add_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,19 +162,8 @@ def test_search_also_works_on_the_embedded_sqlite_default():
     """The tests above, again, in a pytest process that runs on SQLite (FTS5)."""
     if os.environ.get("DRIFTLESS_TEST_EMBEDDED"):
         pytest.skip("already the embedded run")
-    env = {**os.environ, "DRIFTLESS_TEST_EMBEDDED": "1", "CI": ""}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout and settings.DATABASES["default"]["ENGINE"].endswith(
-        "postgresql"
-    )
+    rerun_on_the_embedded_default(__file__)
+    assert settings.DATABASES["default"]["ENGINE"].endswith("postgresql")  # this run was not
 
 
 # --- a search bounded in time and work (issue 20) ---------------------------------------

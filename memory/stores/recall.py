@@ -141,30 +141,24 @@ def search_past_chats(
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
     """The conversation messages of ``messages`` that hold any of ``terms``, in the full-text
     index's own order (BM25 on SQLite, ``ts_rank`` on PostgreSQL), with topic and session."""
-    rows = messages.conversation()
-    if connection.vendor == "postgresql":
-        ids = _postgres.matching_ids(rows, MESSAGE_VECTOR, terms=terms, limit=limit)
-    else:
-        ids = _sqlite.matching_ids(
-            "memory_message_search",
-            terms=terms,
-            ids_sql=rows.values("pk").query.sql_with_params(),
-            limit=limit,
-        )
+    ids = _matching_ids(
+        messages.conversation(), MESSAGE_VECTOR, "memory_message_search", terms, limit
+    )
     found = Message.objects.select_related("topic", "session").in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
 
 
-def _topic_candidates(topics, terms: list[str]):
+def _matching_ids(rows, vector, sqlite_table: str, terms: list[str], limit: int) -> list[int]:
+    """The ids of ``rows`` holding any of ``terms``, in the full-text index's own order:
+    PostgreSQL's ``vector``, or SQLite's FTS5 table ``sqlite_table``."""
     if connection.vendor == "postgresql":
-        ids = _postgres.matching_ids(topics, TOPIC_VECTOR, terms=terms, limit=RECALL_CANDIDATES)
-    else:
-        ids = _sqlite.matching_ids(
-            "memory_topic_search",
-            terms=terms,
-            ids_sql=topics.values("pk").query.sql_with_params(),
-            limit=RECALL_CANDIDATES,
-        )
+        return _postgres.matching_ids(rows, vector, terms=terms, limit=limit)
+    ids_sql = rows.values("pk").query.sql_with_params()
+    return _sqlite.matching_ids(sqlite_table, terms=terms, ids_sql=ids_sql, limit=limit)
+
+
+def _topic_candidates(topics, terms: list[str]):
+    ids = _matching_ids(topics, TOPIC_VECTOR, "memory_topic_search", terms, RECALL_CANDIDATES)
     found = Topic.objects.select_related("session").in_bulk(ids)
     return [
         ("topic", found[pk], f"{found[pk].title}\n{found[pk].summary}") for pk in ids if pk in found
