@@ -13,7 +13,7 @@ import pytest
 from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
-from memory.actions.context import RECALL_HINT, assemble_context
+from memory.actions.context import RECALL_HINT, RECALLED_TOKENS, assemble_context
 from memory.actions.deletion import do_delete_topic
 from memory.actions.evaluation import evaluate_session
 from memory.actions.summarize import do_summarize_topic
@@ -21,10 +21,16 @@ from memory.actions.tools import BUILTIN_TOOL_NAMES, dispatch_tool_calls
 from memory.actions.turn import do_send_message
 from memory.events import message_payload
 from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
-from memory.stores.recall import read_past_chat, recall_terms, search_past_chats
+from memory.stores.recall import (
+    RECALL_MAX_HITS,
+    read_past_chat,
+    recall_terms,
+    search_past_chats,
+)
 from tests.conftest import make_user
 from tests.embedded import rerun_on_the_embedded_default
 from tests.evaluation_helpers import MarkerDetector, converse, summary_answer
@@ -526,7 +532,9 @@ def test_the_latest_message_recalls_an_earlier_sessions_detail_into_the_context(
     recalled = sent[-1]
     assert recalled["role"] == "system"  # after the window: the rest of the prompt is cached
     assert recalled["content"].startswith("## Recalled from earlier conversations\n")
-    assert f"> {KYOTO}" in recalled["content"].splitlines()  # quoted, as data
+    lines = recalled["content"].splitlines()
+    assert f"> user: {KYOTO}" in lines  # quoted, as data, with the answer it got
+    assert "> assistant: Lovely, a garden view in Kyoto." in lines
     assert "Ryokan Sakura" not in json.dumps(sent)  # never a stranger's, nor another agent's
     assert "other agent" not in recalled["content"]
 
@@ -542,3 +550,61 @@ def test_nothing_is_recalled_when_it_is_turned_off_or_nothing_matches(
 
     for request in fake_openai.requests:
         assert "## Recalled" not in json.dumps(request["messages"])
+
+
+def test_recalled_passages_come_oldest_first_so_the_latest_state_is_read_last(
+    session, alice, agent, fake_openai
+):
+    """The older decision ranks first on its words; the later one still comes last, each
+    with its day, and the reply that followed a tool round is the one shown."""
+    first = Session.objects.start(user=alice, agent=agent)
+    Session.objects.filter(pk=first.pk).update(created_at="2026-01-05T10:00:00Z")
+    past_topic(
+        first, title="Hotels", lines=["Our Kyoto hotel is the Hotel Kanra, Kyoto hotel.", "Booked."]
+    )
+    later = Session.objects.start(user=alice, agent=agent)
+    Session.objects.filter(pk=later.pk).update(created_at="2026-02-09T10:00:00Z")
+    topic = past_topic(
+        later, title="Change of plan", lines=["Kanra cancelled: Mitsui Garden in Kyoto now."]
+    )
+    later.append_message(
+        topic=topic,
+        role=Message.Role.ASSISTANT,
+        content="",
+        tool_calls=[
+            {"id": "c1", "type": "function", "function": {"name": "notes", "arguments": "{}"}}
+        ],
+    )
+    later.append_message(topic=topic, role=Message.Role.TOOL, content="{}", tool_call_id="c1")
+    later.append_message(topic=topic, role=Message.Role.ASSISTANT, content="Switched to Mitsui.")
+    fake_openai.reply_text("Mitsui Garden.")
+
+    do_send_message(session=session, content="Which Kyoto hotel is it?")
+
+    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    kanra = lines.index("> user: Our Kyoto hotel is the Hotel Kanra, Kyoto hotel.")
+    mitsui = lines.index("> user: Kanra cancelled: Mitsui Garden in Kyoto now.")
+    assert kanra < mitsui
+    assert lines[kanra - 1] == "- 2026-01-05, Hotels:"
+    assert lines[mitsui - 1] == "- 2026-02-09, Change of plan:"
+    assert lines[mitsui + 1] == "> assistant: Switched to Mitsui."
+
+
+def test_recalled_passages_stay_within_their_share_of_the_request(
+    session, alice, agent, fake_openai
+):
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    for number in range(12):
+        past_topic(
+            earlier_session,
+            title=f"Garden {number}",
+            lines=[f"Garden plan {number}: " + "tomatoes and basil " * 20, "Nice garden. " * 15],
+        )
+    fake_openai.reply_text("Tomatoes.")
+
+    do_send_message(session=session, content="What did I plan for the garden?")
+
+    recalled = fake_openai.requests[0]["messages"][-1]["content"]
+    passages = recalled.split("\n- ")[1:]
+    assert 1 < len(passages) < RECALL_MAX_HITS  # several, not all: the share is spent
+    assert sum(estimate_tokens("- " + passage) for passage in passages) <= RECALLED_TOKENS

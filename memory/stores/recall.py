@@ -47,6 +47,8 @@ RECALL_SNIPPET_CHARS = 300
 RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
 RECALL_READ_TOPIC_MESSAGES = 12
 RECALL_TURN_CHARS = 1_000
+RECALL_REPLY_CHARS = 240  # the assistant's reply that follows a recalled message
+REPLY_SEARCH_SPAN = 6  # messages after it where the reply may be (past a tool round)
 
 RecallKind = Literal["message", "topic", "notes"]
 
@@ -63,6 +65,7 @@ class RecallHit:
     snippet: str
     score: float
     at: datetime = field(compare=False)  # when it was said or written: newer wins a tie
+    seq: int | None = field(default=None, compare=False)  # the message's, in its topic
 
     def as_dict(self) -> dict:
         data = {
@@ -218,7 +221,30 @@ def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> Re
         snippet=_snippet(text, terms),
         score=score,
         at=row.updated_at if kind == "notes" else row.created_at,
+        seq=row.seq if kind == "message" else None,
     )
+
+
+def replies_to(hits: list[RecallHit]) -> dict[int, str]:
+    """For each message hit, the assistant's text reply that answered it (the topic's next
+    conversation message, when it is the assistant's, past any tool round), on one line
+    and cut to ``RECALL_REPLY_CHARS``; keyed by the hit's message id. One query."""
+    asked = [hit for hit in hits if hit.seq is not None]
+    if not asked:
+        return {}
+    wanted = Q()
+    for hit in asked:
+        wanted |= Q(topic_id=hit.topic_id, seq__gt=hit.seq, seq__lte=hit.seq + REPLY_SEARCH_SPAN)
+    following: dict[int, list[Message]] = {}
+    rows = Message.objects.filter(wanted).conversation().only("topic_id", "seq", "role", "content")
+    for row in rows.order_by("seq"):
+        following.setdefault(row.topic_id, []).append(row)
+    replies = {}
+    for hit in asked:
+        after = next((row for row in following.get(hit.topic_id, ()) if row.seq > hit.seq), None)
+        if after is not None and after.role == Message.Role.ASSISTANT and after.content:
+            replies[hit.message_id] = one_line(after.content, RECALL_REPLY_CHARS, at_word=True)
+    return replies
 
 
 def day_of(moment) -> str:
