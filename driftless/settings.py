@@ -244,6 +244,9 @@ LLM_CONNECT_TIMEOUT_SECONDS = env_float("LLM_CONNECT_TIMEOUT_SECONDS", 10.0, min
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 300.0, minimum=1.0)
 LLM_IDLE_TIMEOUT_SECONDS = env_float("LLM_IDLE_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# The longest reply a chat call may write (tokens; 0: the provider's own limit). A small
+# model sometimes runs on: on a CPU every token of it is a user's wait.
+LLM_REPLY_MAX_TOKENS = env_int("LLM_REPLY_MAX_TOKENS", 1024, minimum=0)
 # The model's context window (tokens): no request fills more than three quarters of it
 # (the rest is the answer's, and the token estimate's error). 8192 is what a CPU model
 # serves on a small machine; raise it for a hosted model.

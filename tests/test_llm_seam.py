@@ -278,3 +278,22 @@ def test_the_filter_holds_a_tag_split_across_deltas():
 
     assert "".join(shown) == "Hello"
     assert shown[:4] == ["", "", "", ""]
+
+
+# --- the reply's length ----------------------------------------------------------------------
+
+
+def test_a_reply_is_capped_at_its_setting_and_a_json_call_is_not(fake_openai: FakeOpenAI, settings):
+    settings.LLM_REPLY_MAX_TOKENS = 300
+    fake_openai.reply_text("Hello.")
+    _drain(get_chat_model().stream(messages=USER_HELLO))
+    fake_openai.reply_json({"title": "Trip"})
+    get_chat_model().complete_json(messages=USER_HELLO, schema=SCHEMA, schema_name="t")
+    settings.LLM_REPLY_MAX_TOKENS = 0
+    fake_openai.reply_text("Hello again.")
+    _drain(get_chat_model().stream(messages=USER_HELLO))
+
+    capped, summary, uncapped = fake_openai.requests
+    assert capped["max_tokens"] == 300
+    assert "max_tokens" not in summary  # a JSON answer is cut by its own schema, not here
+    assert "max_tokens" not in uncapped  # 0: the provider's own limit

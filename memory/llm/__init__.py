@@ -88,4 +88,9 @@ def get_chat_model(
         timeouts=timeouts,
         max_retries=settings.LLM_MAX_RETRIES,
     )
-    return OpenAIChatModel(name=name, client=endpoint, timeouts=timeouts)
+    return OpenAIChatModel(
+        name=name,
+        client=endpoint,
+        timeouts=timeouts,
+        reply_max_tokens=settings.LLM_REPLY_MAX_TOKENS,
+    )

@@ -107,10 +107,13 @@ class OpenAIChatModel:
 
     offline = False
 
-    def __init__(self, *, name: str, client: openai.OpenAI, timeouts: Timeouts) -> None:
+    def __init__(
+        self, *, name: str, client: openai.OpenAI, timeouts: Timeouts, reply_max_tokens: int = 0
+    ) -> None:
         self.name = name
         self._client = client
         self._timeouts = timeouts
+        self._reply_max_tokens = reply_max_tokens  # chat replies only; 0: the provider's
 
     def stream(
         self,
@@ -126,6 +129,8 @@ class OpenAIChatModel:
             request["tools"] = tools
         if temperature is not None:  # otherwise the provider's own default applies
             request["temperature"] = temperature
+        if self._reply_max_tokens:
+            request["max_tokens"] = self._reply_max_tokens
         if prompt_cache_key:
             # Sent as a raw body field: servers that do not know it ignore it.
             request["extra_body"] = {"prompt_cache_key": prompt_cache_key}
