@@ -97,6 +97,7 @@ def test_the_run_says_what_it_did_and_refused_with_the_topics_as_links(
     run = as_alice.post(CONSOLIDATE.format(agent=agent.pk)).json()
 
     merge, supersede, refused = run["operations"]
+    assert (run["status_text"], run["trigger_text"]) == ("Applied", "The user (REST)")
 
     assert merge == {
         "op": "merge",

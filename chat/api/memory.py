@@ -305,7 +305,9 @@ class ConsolidationRunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     agent = serializers.IntegerField()
     status = serializers.ChoiceField(choices=ConsolidationRun.Status.choices)
+    status_text = serializers.CharField(help_text="The status in words, as the panel says it.")
     trigger = serializers.ChoiceField(choices=ConsolidationRun.Trigger.choices)
+    trigger_text = serializers.CharField(help_text="Who or what started it, in words.")
     detail = serializers.CharField(help_text="Why nothing changed, when nothing did.")
     model = serializers.CharField()
     entries_sent = serializers.IntegerField(help_text="Promoted entries the model was shown.")
@@ -337,7 +339,9 @@ def _run(run: ConsolidationRun, operations: list[dict] | None = None) -> dict:
         "id": run.pk,
         "agent": run.agent_id,
         "status": run.status,
+        "status_text": run.get_status_display(),
         "trigger": run.trigger,
+        "trigger_text": run.get_trigger_display(),
         "detail": run.detail,
         "model": run.model_name,
         "entries_sent": run.entries_sent,
