@@ -234,3 +234,27 @@ def test_a_stranger_sees_none_of_anothers_runs_topics_or_their_ids(
     assert as_bob.post(UNDO.format(run=run["id"])).status_code == 404
     assert logged_in(charlie).post(UNDO.format(run=run["id"])).status_code == 404
     assert as_alice.get(RUNS.format(agent=agent.pk)).json()[0]["undoable"] is True
+
+
+def test_the_context_inspector_links_each_entry_and_lists_the_dropped_ones(
+    as_alice, fake_openai, alice, agent, entries
+):
+    merge_and_supersede(fake_openai, entries)
+    as_alice.post(CONSOLIDATE.format(agent=agent.pk))
+    agent.memory_token_budget = 30
+    agent.save()
+    reader = Session.objects.start(user=alice, agent=agent)  # sees every entry from memory
+
+    context = as_alice.get(f"/agents-api/sessions/{reader.pk}/context").json()
+
+    sources = context["memory_sources"]
+    kept = [entry["title"] for entry in sources["kept"]]
+    dropped = {entry["topic_id"]: entry for entry in sources["dropped"]}
+    assert [entry["title"] for entry in sources["dropped"]] == context["dropped"]
+    assert kept and all(title not in context["dropped"] for title in kept)
+    merged = dropped[entries["again"].pk]
+    assert merged["session_id"] == entries["again"].session_id
+    assert [ref["topic_id"] for ref in merged["merged_from"]] == [
+        entries["ledger"].pk,
+        entries["again"].pk,
+    ]

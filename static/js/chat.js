@@ -76,7 +76,7 @@ const inspector = createInspector({
   }),
   facts: factsPanel({ api, sessionId, agentName, onOpenTopic: (id) => openTopic(id), show: (nodes) => inspector.show("facts", nodes), reload: () => inspector.refresh("facts") }),
   notes: notesPanel({ api, agentName, topicForNotes: () => viewedId, topicTitle: (id) => topics.title(id) }),
-  context: contextPanel({ api, sessionId }),
+  context: contextPanel({ api, sessionId, onOpenTopic: (id) => openTopic(id) }),
 });
 const socket = createSocket({
   path: url("socket", { session_id: sessionId }),

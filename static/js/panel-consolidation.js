@@ -31,8 +31,18 @@ export function topicLinker({ sessionId, onOpenTopic }) {
 }
 
 /** "“A”, “B” and “C”" as nodes. */
-export function listed(nodes) {
+function listed(nodes) {
   return nodes.flatMap((node, index) => (index === 0 ? [node] : [index === nodes.length - 1 ? " and " : ", ", node]));
+}
+
+/** What consolidation made of an entry ("merged from 3 topics: …", "superseded by …"). */
+export function consolidated(entry, link) {
+  const merged = entry.merged_from || [];
+  const others = merged.filter((ref) => ref.topic_id !== entry.topic_id).map(link);
+  return [
+    merged.length > 1 ? el("p", { class: "mem-source" }, "merged from " + merged.length + " topics: ", ...listed(others), merged.length > others.length ? " and this one" : "") : null,
+    entry.superseded_by ? el("p", { class: "mem-source" }, "superseded by ", link(entry.superseded_by)) : null,
+  ];
 }
 
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : "");

@@ -14,7 +14,7 @@ import { el, icon, toast, announce } from "./util.js";
 import { url } from "./config.js";
 import { topicEditor } from "./topics.js";
 import { empty, number, section } from "./inspector.js";
-import { consolidationSection, listed, topicLinker } from "./panel-consolidation.js";
+import { consolidated, consolidationSection, topicLinker } from "./panel-consolidation.js";
 
 const NEXT = { promoted: "deprecated", deprecated: "none" };
 const STATE_TEXT = {
@@ -26,16 +26,6 @@ export function memoryPanel({ api, sessionId, agentId, agentName, onTopicChanged
   const link = topicLinker({ sessionId, onOpenTopic });
   const BY = { user: "you", agent: agentName, summarizer: "the summarizer, when the topic was summed up", consolidator: "consolidation" };
   const when = (iso) => new Date(iso).toLocaleString();
-
-  /** What consolidation made of the entry, said on the entry itself. */
-  function consolidated(entry) {
-    const merged = entry.merged_from || [];
-    const others = merged.filter((ref) => ref.topic_id !== entry.topic_id).map(link);
-    return [
-      merged.length > 1 ? el("p", { class: "mem-source" }, "merged from " + merged.length + " topics: ", ...listed(others), merged.length > others.length ? " and this one" : "") : null,
-      entry.superseded_by ? el("p", { class: "mem-source" }, "superseded by ", link(entry.superseded_by)) : null,
-    ];
-  }
 
   /** "Why do you remember this?": its topic, who put it there and when, the run that changed it. */
   function why(entry) {
@@ -98,7 +88,7 @@ export function memoryPanel({ api, sessionId, agentId, agentName, onTopicChanged
         el("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": "Edit “" + entry.title + "”", onclick: edit }, icon("edit"), "Edit"),
         open
       );
-      li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, ...consolidated(entry), why(entry), actions].filter(Boolean));
+      li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, ...consolidated(entry, link), why(entry), actions].filter(Boolean));
     };
     async function cycle() {
       const next = NEXT[state];

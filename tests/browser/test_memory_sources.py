@@ -71,6 +71,12 @@ def test_a_merged_entry_says_so_undo_restores_the_block_and_a_suggested_brain_sh
         assert entry.locator(".mem-title").inner_text().startswith(title)
         assert entry.locator(".mem-source").count() == 0
     assert page.get_by_role("button", name=f"Undo consolidation #{run.pk}").count() == 0
+    # The context inspector links the same entries.
+    page.locator("#tab-context").click()
+    page.locator("#context-body summary", has_text="What it remembers of you").click()
+    sources = page.get_by_role("list", name="Where each record comes from")
+    sources.get_by_role("link", name="“Ledger storage”").wait_for()
+    sources.get_by_role("link", name="“Ledger database”").wait_for()
 
     # The suggested topic: outlined teal until the user decides; a click promotes it.
     brain = page.locator(f'#topic-list .topic[data-topic-id="{suggested.pk}"] .brain')
