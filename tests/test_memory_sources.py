@@ -258,3 +258,44 @@ def test_the_context_inspector_links_each_entry_and_lists_the_dropped_ones(
         entries["ledger"].pk,
         entries["again"].pk,
     ]
+
+
+def test_an_entry_merged_twice_is_merged_from_every_topic_and_superseded_only_while_deprecated(
+    as_alice, fake_openai, agent, session, entries
+):
+    e = entries
+    merge_and_supersede(fake_openai, e)
+    as_alice.post(CONSOLIDATE.format(agent=agent.pk))
+    fake_openai.reply_json(
+        {
+            "operations": [
+                {
+                    "op": "merge",
+                    "ids": [e["again"].pk, e["porto"].pk],
+                    "title": "Ledger and offsite",
+                    "summary": "Ledger on PostgreSQL 16; offsite in Porto.",
+                }
+            ]
+        }
+    )
+    second = as_alice.post(CONSOLIDATE.format(agent=agent.pk)).json()
+    assert second["status"] == "applied", second
+    taken_back = as_alice.put(
+        f"/agents-api/topics/{e['lisbon'].pk}/memory",
+        {"state": "promoted"},
+        content_type="application/json",
+    )
+    assert taken_back.status_code == 200, taken_back.content
+
+    shown = scope_entries(as_alice, session)
+
+    newest = shown[e["porto"].pk]
+    assert [ref["topic_id"] for ref in newest["merged_from"]] == [
+        e["ledger"].pk,
+        e["again"].pk,
+        e["porto"].pk,
+    ]
+    assert newest["consolidation"] == second["id"]
+    # Taken back by the user (no longer deprecated): it no longer says it was superseded.
+    taken = shown[e["lisbon"].pk]
+    assert taken["superseded_by"] is None and taken["decided_by"] == "user"

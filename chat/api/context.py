@@ -35,7 +35,7 @@ def _sources(session) -> dict:
     """The session's persistent-memory entries as links, with where each came from."""
     memory = get_persistent_memory(session=session)
     every = memory.entries + memory.dropped
-    sources = entry_sources(Scope.of_session(session), [entry.topic_id for entry in every])
+    sources = entry_sources(Scope.of_session(session), every)
 
     def link(entry) -> dict:
         return {

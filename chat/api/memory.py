@@ -159,7 +159,7 @@ def session_memory(request: Request, session_id: int) -> Response:
     session = owned_session_or_404(request.user, session_id)
     entries = scope_memory_entries(session=session)
     scope = truncate_to_budget(entries, budget=session.agent.memory_token_budget)
-    sources = entry_sources(Scope.of_session(session), [entry.topic_id for entry in entries])
+    sources = entry_sources(Scope.of_session(session), entries)
     own = get_persistent_memory(session=session)
     return Response({**_block(own, sources), "scope": _block(scope, sources)})
 

@@ -21,6 +21,7 @@ from memory.events import timestamp
 from memory.lib.text import shown_topic_title
 from memory.models import ConsolidationRun, MemoryDecision, Topic
 from memory.stores.consolidation import Scope
+from memory.stores.persistent import MemoryEntry
 
 # How many of the scope's newest applied runs the entries' history is read from.
 RUNS_READ = 100
@@ -80,37 +81,45 @@ def _applied_runs(scope: Scope) -> list[tuple[int, list]]:
     return list(reversed(runs))
 
 
-def entry_sources(scope: Scope, topic_ids: Iterable[int]) -> dict[int, EntrySource]:
-    """Per entry of the scope: its newest decision and what the applied runs did to it."""
-    ids = set(topic_ids)
-    sources = {topic_id: EntrySource() for topic_id in ids}
+def entry_sources(scope: Scope, entries: Iterable[MemoryEntry]) -> dict[int, EntrySource]:
+    """Per entry of the scope: its newest decision and what the applied runs did to it.
+
+    A merge's sources count with what was merged into them before (an entry merged
+    twice is "merged from" all of them); "superseded by" stays on an entry only while it
+    is deprecated."""
+    entries = list(entries)
+    sources = {entry.topic_id: EntrySource() for entry in entries}
     decisions = (
-        MemoryDecision.objects.filter(topic_id__in=ids, action=MemoryDecision.Action.STATE)
+        MemoryDecision.objects.filter(topic_id__in=sources, action=MemoryDecision.Action.STATE)
         .order_by("topic_id", "-created_at", "-pk")
         .values_list("topic_id", "actor", "created_at")
     )
     for topic_id, actor, created_at in decisions:
-        if sources[topic_id].decided_by is None:
-            sources[topic_id].decided_by, sources[topic_id].decided_at = (
-                actor,
-                timestamp(created_at),
-            )
+        source = sources[topic_id]
+        if source.decided_by is None:
+            source.decided_by, source.decided_at = actor, timestamp(created_at)
     runs = _applied_runs(scope)
     named = {int(i) for _, applied in runs for op in applied for i in op.get("before", {})}
     refs = topic_refs(scope, named)
+    merged: dict[int, list[TopicRef]] = {}  # every topic merged into, run after run
     for run_id, applied in runs:
         for op in applied:
-            _note(sources, run_id, op, refs)
+            _note(sources, merged, run_id, op, refs)
+    for entry in entries:
+        sources[entry.topic_id].merged_from = merged.get(entry.topic_id, [])
+        if not entry.deprecated:
+            sources[entry.topic_id].superseded_by = None
     return sources
 
 
-def _note(sources: dict[int, EntrySource], run_id: int, op: dict, refs) -> None:
+def _note(sources, merged: dict[int, list[TopicRef]], run_id: int, op: dict, refs) -> None:
     before = op.get("before", {})
-    if op.get("op") == "merge" and op.get("into") in sources:
-        source = sources[op["into"]]
-        source.consolidation = run_id
-        known = {ref.topic_id for ref in source.merged_from}
-        source.merged_from += [_ref(refs, i, before) for i in op["ids"] if i not in known]
+    if op.get("op") == "merge":
+        into = op.get("into")
+        parts = [merged.pop(i, None) or [_ref(refs, i, before)] for i in op.get("ids", [])]
+        merged[into] = list({ref.topic_id: ref for part in parts for ref in part}.values())
+        if into in sources:
+            sources[into].consolidation = run_id
     elif op.get("op") == "supersede" and op.get("old") in sources:
         source = sources[op["old"]]
         source.consolidation = run_id
