@@ -33,6 +33,9 @@ _ROUTES = {
     "topicMemory": ("api-topic-memory", ("topic_id",)),
     "topicNotes": ("api-topic-notes", ("topic_id",)),
     "memoryImport": ("api-memory-import", ()),
+    "memoryConsolidate": ("api-memory-consolidate", ()),
+    "memoryConsolidations": ("api-memory-consolidations", ()),
+    "memoryConsolidationUndo": ("api-memory-consolidation-undo", ("run_id",)),
     "dataExport": ("data-export", ()),
 }
 # The websocket route (chat/routing.py) is not one Django's URL resolver knows.

@@ -24,6 +24,7 @@ from chat.api.serializers import (
     FactDetailSerializer,
     FactsSerializer,
     NotesSerializer,
+    TopicRefSerializer,
     TopicSerializer,
 )
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
@@ -31,13 +32,21 @@ from memory.actions.curation import do_user_curation
 from memory.events import topic_payload
 from memory.lib.markdown import render_markdown
 from memory.lib.text import DEPRECATED_PREFIX
-from memory.models import Agent, ConsolidationRun, FactActor, MemoryState
+from memory.models import Agent, ConsolidationRun, FactActor, MemoryDecision, MemoryState
+from memory.stores.consolidation import Scope
 from memory.stores.facts import (
     check_fact_value,
     read_fact,
     read_facts_with_provenance,
     set_fact,
     unset_fact,
+)
+from memory.stores.memory_sources import (
+    EntrySource,
+    TopicRef,
+    entry_sources,
+    runs_operations,
+    topic_refs,
 )
 from memory.stores.notes import read_latest_notes
 from memory.stores.persistent import (
@@ -74,6 +83,23 @@ class MemoryEntrySerializer(serializers.Serializer):
     summary = serializers.CharField(help_text="Empty for a deprecated entry: its title is all.")
     deprecated = serializers.BooleanField()
     tokens = serializers.IntegerField(help_text="Approximate tokens of the entry's line.")
+    days = serializers.CharField(help_text="The ISO day(s) of the entry's conversation.")
+    clipped = serializers.BooleanField(help_text="Its summary was cut to the entry cap.")
+    decided_by = serializers.ChoiceField(
+        choices=MemoryDecision.Actor.choices,
+        allow_null=True,
+        help_text="Who last put it in memory (or marked it no longer true); null: no record.",
+    )
+    decided_at = serializers.DateTimeField(allow_null=True)
+    consolidation = serializers.IntegerField(
+        allow_null=True, help_text="The newest applied consolidation run that changed it."
+    )
+    merged_from = TopicRefSerializer(
+        many=True, help_text="The topics consolidation merged into it, itself included."
+    )
+    superseded_by = TopicRefSerializer(
+        allow_null=True, help_text="For an entry consolidation deprecated: its successor."
+    )
 
 
 class MemoryBlockSerializer(serializers.Serializer):
@@ -131,10 +157,11 @@ def session_memory(request: Request, session_id: int) -> Response:
     they reach it as earlier topics), and under ``scope`` the block every other session of
     the (agent, user, organization) scope carries, this session's topics included."""
     session = owned_session_or_404(request.user, session_id)
-    scope = truncate_to_budget(
-        scope_memory_entries(session=session), budget=session.agent.memory_token_budget
-    )
-    return Response({**_block(get_persistent_memory(session=session)), "scope": _block(scope)})
+    entries = scope_memory_entries(session=session)
+    scope = truncate_to_budget(entries, budget=session.agent.memory_token_budget)
+    sources = entry_sources(Scope.of_session(session), entries)
+    own = get_persistent_memory(session=session)
+    return Response({**_block(own, sources), "scope": _block(scope, sources)})
 
 
 @extend_schema(responses={200: FactsSerializer, 404: _NOT_FOUND}, summary="Durable facts")
@@ -194,7 +221,7 @@ def session_fact(request: Request, session_id: int, key: str) -> Response:
 
 def _facts(session) -> dict:
     facts, provenance = read_facts_with_provenance(user=session.user, agent=session.agent)
-    return {"facts": facts, "provenance": provenance}
+    return {"facts": facts, "provenance": _with_topics(session, provenance)}
 
 
 def _fact_detail(session, key: str) -> Response:
@@ -203,7 +230,22 @@ def _fact_detail(session, key: str) -> Response:
         return Response(
             {"detail": f"there is no fact named {key!r}"}, status=status.HTTP_404_NOT_FOUND
         )
-    return Response(fact)
+    (provenance,) = _with_topics(session, {key: fact["provenance"]}).values()
+    return Response({**fact, "provenance": provenance})
+
+
+def _with_topics(session, provenance: dict[str, dict | None]) -> dict[str, dict | None]:
+    """Each fact's topic as a link (``topic``), when it is a topic of the scope still."""
+    ids = {p["topic_id"] for p in provenance.values() if p and p.get("topic_id") is not None}
+    refs = topic_refs(Scope.of_session(session), ids)
+    return {
+        key: None if p is None else {**p, "topic": _ref_dict(refs.get(p.get("topic_id")))}
+        for key, p in provenance.items()
+    }
+
+
+def _ref_dict(ref: TopicRef | None) -> dict | None:
+    return None if ref is None else asdict(ref)
 
 
 @extend_schema(responses={200: NotesSerializer, 404: _NOT_FOUND}, summary="A topic's notes")
@@ -222,16 +264,17 @@ def topic_notes(request: Request, topic_id: int) -> Response:
     )
 
 
-def _entry(entry) -> dict:
+def _entry(entry, sources: dict[int, EntrySource]) -> dict:
     prefix = DEPRECATED_PREFIX if entry.deprecated else ""
-    return {**asdict(entry), "shown_title": prefix + entry.title}
+    source = sources.get(entry.topic_id) or EntrySource()
+    return {**asdict(entry), "shown_title": prefix + entry.title, **source.as_dict()}
 
 
-def _block(memory: PersistentMemory) -> dict:
+def _block(memory: PersistentMemory, sources: dict[int, EntrySource]) -> dict:
     return {
-        "entries": [_entry(entry) for entry in memory.entries],
+        "entries": [_entry(entry, sources) for entry in memory.entries],
         "deprecated": [entry.title for entry in memory.entries if entry.deprecated],
-        "dropped": [_entry(entry) for entry in memory.dropped],
+        "dropped": [_entry(entry, sources) for entry in memory.dropped],
         "budget": memory.budget,
         # What the budget counts (the entry lines), and the whole rendered block.
         "used": sum(entry.tokens for entry in memory.entries),
@@ -246,11 +289,25 @@ _AGENT = OpenApiParameter("agent", int, required=True, description="One of your 
 RUNS_LISTED = 50
 
 
+class ConsolidationOperationSerializer(serializers.Serializer):
+    op = serializers.ChoiceField(choices=["merge", "supersede"])
+    applied = serializers.BooleanField(help_text="false: refused (``reason`` says why).")
+    reason = serializers.CharField()
+    into = TopicRefSerializer(
+        required=False, allow_null=True, help_text="merge: the entry the others became."
+    )
+    sources = TopicRefSerializer(many=True, required=False, help_text="merge: merged away.")
+    old = TopicRefSerializer(required=False, help_text="supersede: the reversed entry.")
+    new = TopicRefSerializer(required=False, help_text="supersede: its successor.")
+
+
 class ConsolidationRunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     agent = serializers.IntegerField()
     status = serializers.ChoiceField(choices=ConsolidationRun.Status.choices)
+    status_text = serializers.CharField(help_text="The status in words, as the panel says it.")
     trigger = serializers.ChoiceField(choices=ConsolidationRun.Trigger.choices)
+    trigger_text = serializers.CharField(help_text="Who or what started it, in words.")
     detail = serializers.CharField(help_text="Why nothing changed, when nothing did.")
     model = serializers.CharField()
     entries_sent = serializers.IntegerField(help_text="Promoted entries the model was shown.")
@@ -259,6 +316,9 @@ class ConsolidationRunSerializer(serializers.Serializer):
     refused = serializers.ListField(help_text="Refused operations, each with its reason.")
     block_before = serializers.CharField(help_text="The scope's memory block before the run.")
     block_after = serializers.CharField(help_text="The block after it (empty: nothing applied).")
+    operations = ConsolidationOperationSerializer(
+        many=True, help_text="What it applied, then what it refused, with the topics as links."
+    )
     undoable = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -272,12 +332,16 @@ def _agent(request: Request) -> Agent:
     return get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
 
 
-def _run(run: ConsolidationRun) -> dict:
+def _run(run: ConsolidationRun, operations: list[dict] | None = None) -> dict:
+    if operations is None:
+        operations = runs_operations([run])[run.pk]
     return {
         "id": run.pk,
         "agent": run.agent_id,
         "status": run.status,
+        "status_text": run.get_status_display(),
         "trigger": run.trigger,
+        "trigger_text": run.get_trigger_display(),
         "detail": run.detail,
         "model": run.model_name,
         "entries_sent": run.entries_sent,
@@ -286,6 +350,7 @@ def _run(run: ConsolidationRun) -> dict:
         "refused": run.refused,
         "block_before": run.block_before,
         "block_after": run.block_after,
+        "operations": operations,
         "undoable": run.undoable,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
@@ -322,8 +387,9 @@ def consolidate(request: Request) -> Response:
 @api_view(["GET"])
 def consolidation_runs(request: Request) -> Response:
     agent = _agent(request)
-    runs = ConsolidationRun.objects.owned_by(request.user).filter(agent=agent)[:RUNS_LISTED]
-    return Response([_run(run) for run in runs])
+    runs = list(ConsolidationRun.objects.owned_by(request.user).filter(agent=agent)[:RUNS_LISTED])
+    operations = runs_operations(runs)
+    return Response([_run(run, operations[run.pk]) for run in runs])
 
 
 @extend_schema(

@@ -49,6 +49,17 @@ class SessionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(component_name="TopicRef")
+class TopicRefSerializer(serializers.Serializer):
+    """A topic as the panels link to it (one of the caller's own)."""
+
+    topic_id = serializers.IntegerField(read_only=True)
+    session_id = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="null: the topic was deleted since."
+    )
+    title = serializers.CharField(read_only=True)
+
+
 @extend_schema_serializer(component_name="FactProvenance")
 class FactProvenanceSerializer(serializers.Serializer):
     """Who last set a fact, when, and from which topic."""
@@ -62,6 +73,9 @@ class FactProvenanceSerializer(serializers.Serializer):
     set_at = serializers.DateTimeField(read_only=True)
     topic_id = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="The topic of the turn that set it, if any."
+    )
+    topic = TopicRefSerializer(
+        read_only=True, allow_null=True, help_text="That topic as a link; null once deleted."
     )
 
 

@@ -63,6 +63,7 @@ const inspector = createInspector({
   memory: memoryPanel({
     api,
     sessionId,
+    agentId: initial.session.agent_id,
     agentName,
     onOpenTopic: (id) => openTopic(id),
     // An entry of this session changed in the memory panel: the topic list shows it too.
@@ -73,9 +74,9 @@ const inspector = createInspector({
     },
     reload: () => inspector.refresh("memory"),
   }),
-  facts: factsPanel({ api, sessionId, agentName, show: (nodes) => inspector.show("facts", nodes), reload: () => inspector.refresh("facts") }),
+  facts: factsPanel({ api, sessionId, agentName, onOpenTopic: (id) => openTopic(id), show: (nodes) => inspector.show("facts", nodes), reload: () => inspector.refresh("facts") }),
   notes: notesPanel({ api, agentName, topicForNotes: () => viewedId, topicTitle: (id) => topics.title(id) }),
-  context: contextPanel({ api, sessionId }),
+  context: contextPanel({ api, sessionId, onOpenTopic: (id) => openTopic(id) }),
 });
 const socket = createSocket({
   path: url("socket", { session_id: sessionId }),

@@ -1,11 +1,14 @@
 /*
  * The Context panel: what the agent works from, part by part, in plain words; the precise
  * term of each part (docs/memory.md) is its tooltip. Stable parts come first, so the
- * provider's prompt cache keeps hitting.
+ * provider's prompt cache keeps hitting. What it remembers of you links each entry to
+ * its topic and says what consolidation made of it, as the memory panel does; the
+ * entries the budget leaves out are listed as not in the prompt.
  */
 import { el } from "./util.js";
 import { url } from "./config.js";
 import { empty, humanize, number, section } from "./inspector.js";
+import { consolidated, topicLinker } from "./panel-consolidation.js";
 
 // name -> [plain words, the precise term and what it means]
 const LAYERS = {
@@ -27,7 +30,10 @@ const PARTS = {
   working_memory: ["Notes for this turn", "Working memory"],
 };
 
-export function contextPanel({ api, sessionId }) {
+export function contextPanel({ api, sessionId, onOpenTopic }) {
+  const link = topicLinker({ sessionId, onOpenTopic });
+  const source = (entry, ...extra) => el("li", {}, link(entry), ...extra, ...consolidated(entry, link));
+
   async function load() {
     const data = await api.get(url("sessionContext", { session_id: sessionId }));
     const cache = data.cache || {};
@@ -42,6 +48,7 @@ export function contextPanel({ api, sessionId }) {
       el("div", { class: "stat", title: "Prompt cache hit rate" }, el("b", { text: ratio === null || ratio === undefined ? "–" : Math.round(ratio * 100) + "%" }), el("span", { text: cacheText }))
     );
     const nodes = [stats];
+    const sources = data.memory_sources || { kept: [], dropped: [] };
     const span = data.window;
     if (span) {
       nodes.push(el("p", { class: "ctx-window", text: "The conversation so far: the last " + number(span.kept) + " of this topic's " + number(span.topic_messages) + " messages; " + span.policy + "." }));
@@ -58,13 +65,15 @@ export function contextPanel({ api, sessionId }) {
             "details",
             { class: "ctx-block" },
             el("summary", { title: partTerm }, el("span", { text: partWords }), el("span", { class: "tok", text: number(part.tokens) + " tok" })),
-            el("pre", { text: part.text })
+            el("pre", { text: part.text }),
+            part.name === "persistent_memory" && sources.kept.length ? el("ul", { class: "ctx-sources", "aria-label": "Where each record comes from" }, sources.kept.map((entry) => source(entry))) : null
           )
         );
       }
     }
-    if ((data.dropped || []).length) {
-      nodes.push(section("Left out of memory: no room", data.dropped.length, el("ul", { class: "dropped-list" }, data.dropped.map((title) => el("li", { text: title })))));
+    if (sources.dropped.length) {
+      const out = el("span", { class: "badge badge-out", text: "not in the prompt (over budget)" });
+      nodes.push(section("Left out of memory: no room", sources.dropped.length, el("ul", { class: "dropped-list" }, sources.dropped.map((entry) => source(entry, " ", out.cloneNode(true))))));
     }
     if ((data.dropped_earlier_topics || []).length) {
       nodes.push(section("Earlier topics left out: no room", data.dropped_earlier_topics.length, el("ul", { class: "dropped-list" }, data.dropped_earlier_topics.map((title) => el("li", { text: title })))));

@@ -1,31 +1,44 @@
 /*
  * The Facts panel: the durable facts of this (agent, user) scope, always in context word
- * for word; edit, delete (after a confirmation) and add.
+ * for word; edit, delete (after a confirmation) and add. Each says who set it and when,
+ * and links to the topic of the turn that set it ("Why do you remember this?").
  */
 import { el, icon, toast, announce } from "./util.js";
 import { url } from "./config.js";
 import { empty } from "./inspector.js";
+import { topicLinker } from "./panel-consolidation.js";
 
-export function factsPanel({ api, sessionId, agentName, show, reload }) {
+export function factsPanel({ api, sessionId, agentName, onOpenTopic, show, reload }) {
   const factUrl = (key) => url("sessionFact", { session_id: sessionId, key });
   const showValue = (value) => (typeof value === "string" ? value : JSON.stringify(value));
   const list = el("ul", { class: "fact-list" });
+  const link = topicLinker({ sessionId, onOpenTopic });
+  const BY = { user: "you", agent: agentName, import: "an import", consolidator: "consolidation" };
 
-  function render(facts) {
+  function render(data) {
+    const facts = data.facts || {};
+    const provenance = data.provenance || {};
     const keys = Object.keys(facts).sort((a, b) => a.localeCompare(b));
     if (!keys.length) return [empty("No durable facts yet. Add one below, or tell " + agentName + ": /remember favourite colour = teal")];
-    list.replaceChildren(...keys.map((key) => row(key, facts[key])));
+    list.replaceChildren(...keys.map((key) => row(key, facts[key], provenance[key])));
     return [list];
   }
 
-  function row(key, value) {
+  /** Who set it, when, and from which topic; a fact older than provenance says nothing. */
+  function source(origin) {
+    if (!origin) return null;
+    const words = "Set by " + (BY[origin.actor] || origin.actor) + ", " + new Date(origin.set_at).toLocaleString();
+    return el("div", { class: "fact-source" }, words, ...(origin.topic ? [" · from ", link(origin.topic)] : []));
+  }
+
+  function row(key, value, origin) {
     const li = el("li", { class: "fact", dataset: { key } });
     const view = () => {
       li.replaceChildren(
         el(
           "div",
           { class: "fact-row" },
-          el("div", { class: "fact-text" }, el("div", { class: "fact-key", text: key }), el("div", { class: "fact-value", text: showValue(value) })),
+          el("div", { class: "fact-text" }, el("div", { class: "fact-key", text: key }), el("div", { class: "fact-value", text: showValue(value) }), source(origin)),
           el(
             "div",
             { class: "fact-actions" },
@@ -70,7 +83,7 @@ export function factsPanel({ api, sessionId, agentName, show, reload }) {
         }
         try {
           const data = await api.put(factUrl(key), { value: next });
-          show(render(data.facts));
+          show(render(data));
           announce("Fact " + key + " saved");
           list.querySelector('.fact[data-key="' + CSS.escape(key) + '"] button')?.focus();
         } catch (err) {
@@ -108,7 +121,7 @@ export function factsPanel({ api, sessionId, agentName, show, reload }) {
     try {
       const data = await api.put(factUrl(key), { value });
       addForm.reset();
-      show(render(data.facts));
+      show(render(data));
       announce("Fact " + key + " saved");
     } catch (err) {
       error.textContent = err.message;
@@ -118,7 +131,7 @@ export function factsPanel({ api, sessionId, agentName, show, reload }) {
 
   async function load() {
     const data = await api.get(url("sessionFacts", { session_id: sessionId }));
-    return render(data.facts || {});
+    return render(data);
   }
 
   return { load };

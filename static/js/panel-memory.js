@@ -3,11 +3,18 @@
  * topics in full, deprecated ones by title), the budget it fills, and what the budget
  * dropped. Each entry has its brain (teal → red → gray, as in the topic list; a gray one
  * leaves the panel), Edit (title and summary) and a link to its topic.
+ *
+ * "Why do you remember this?": each entry says where it came from (its topic and chat,
+ * who put it in memory and when), what consolidation did to it ("merged from 3 topics",
+ * "superseded by …", linked), and an entry the budget leaves out is marked "not in the
+ * prompt (over budget)". Below them, the recent consolidation runs with Undo
+ * (panel-consolidation.js).
  */
 import { el, icon, toast, announce } from "./util.js";
 import { url } from "./config.js";
 import { topicEditor } from "./topics.js";
 import { empty, number, section } from "./inspector.js";
+import { consolidated, consolidationSection, topicLinker } from "./panel-consolidation.js";
 
 const NEXT = { promoted: "deprecated", deprecated: "none" };
 const STATE_TEXT = {
@@ -15,9 +22,31 @@ const STATE_TEXT = {
   deprecated: "Marked as no longer true: remembered by its title only, so it is not brought back. Press to take it out of memory.",
 };
 
-export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenTopic, reload }) {
+export function memoryPanel({ api, sessionId, agentId, agentName, onTopicChanged, onOpenTopic, reload }) {
+  const link = topicLinker({ sessionId, onOpenTopic });
+  const BY = { user: "you", agent: agentName, summarizer: "the summarizer, when the topic was summed up", consolidator: "consolidation" };
+  const when = (iso) => new Date(iso).toLocaleString();
+
+  /** "Why do you remember this?": its topic, who put it there and when, the run that changed it. */
+  function why(entry) {
+    const here = entry.session_id === sessionId ? " of this chat" : " of another chat";
+    const verb = entry.deprecated ? "Marked no longer true by " : "Put in memory by ";
+    return el(
+      "details",
+      { class: "mem-why" },
+      el("summary", { text: "Why do you remember this?" }),
+      el(
+        "ul",
+        {},
+        el("li", {}, "From the topic ", link(entry), here + (entry.days ? ", " + entry.days : "")),
+        entry.decided_by ? el("li", { text: verb + (BY[entry.decided_by] || entry.decided_by) + ", " + when(entry.decided_at) }) : null,
+        entry.consolidation ? el("li", {}, "Changed by ", el("a", { href: "#consolidation-run-" + entry.consolidation, text: "consolidation #" + entry.consolidation })) : null
+      )
+    );
+  }
+
   /** One memory entry, from this session or another: its brain, an edit action, a link. */
-  function item(entry) {
+  function item(entry, { inPrompt = true } = {}) {
     const state = entry.deprecated ? "deprecated" : "promoted";
     const li = el("li", { class: "mem-item" + (entry.deprecated ? " is-deprecated" : ""), dataset: { topicId: String(entry.topic_id) } });
     const brain = el(
@@ -42,7 +71,14 @@ export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenT
       const title = el(
         "div",
         { class: "mem-title" },
-        el("span", {}, entry.shown_title, " ", entry.session_id === sessionId ? el("span", { class: "badge", text: "this session" }) : null),
+        el(
+          "span",
+          {},
+          entry.shown_title,
+          " ",
+          entry.session_id === sessionId ? el("span", { class: "badge", text: "this session" }) : null,
+          inPrompt ? null : el("span", { class: "badge badge-out", title: "The memory budget leaves it out: the model does not read it", text: "not in the prompt (over budget)" })
+        ),
         el("span", { class: "mem-tokens", title: "Approximate tokens this entry takes in every prompt", text: number(entry.tokens) + " tok" })
       );
       const actions = el(
@@ -52,7 +88,7 @@ export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenT
         el("button", { type: "button", class: "btn btn-quiet btn-small", "aria-label": "Edit “" + entry.title + "”", onclick: edit }, icon("edit"), "Edit"),
         open
       );
-      li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, actions].filter(Boolean));
+      li.replaceChildren(...[title, entry.summary ? el("p", { text: entry.summary }) : null, ...consolidated(entry, link), why(entry), actions].filter(Boolean));
     };
     async function cycle() {
       const next = NEXT[state];
@@ -93,7 +129,13 @@ export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenT
   }
 
   async function load() {
-    const data = await api.get(url("sessionMemory", { session_id: sessionId }));
+    const [data, runs] = await Promise.all([
+      api.get(url("sessionMemory", { session_id: sessionId })),
+      api.get(url("memoryConsolidations", {}, { agent: agentId })).catch((err) => err),
+    ]);
+    const tidying = runs instanceof Error
+      ? section("Tidying up", null, empty("Could not load the consolidation runs: " + runs.message))
+      : consolidationSection({ api, agentId, runs, link, reload });
     const view = data.scope || data;
     const entries = view.entries || [];
     const promoted = entries.filter((entry) => !entry.deprecated);
@@ -114,10 +156,11 @@ export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenT
     const nodes = [section("Space used", null, meter)];
     if (!entries.length && !(view.dropped || []).length) {
       nodes.push(empty("Nothing in memory yet. Press a topic's brain icon to keep it, or let " + agentName + " keep what matters when it sums a topic up."));
+      if (!(runs instanceof Error) && runs.length) nodes.push(tidying);
       return nodes;
     }
-    nodes.push(section("Remembered", promoted.length, promoted.length ? el("ul", { class: "mem-list" }, promoted.map(item)) : empty("Nothing remembered in full.")));
-    if (deprecated.length) nodes.push(section("No longer true", deprecated.length, el("ul", { class: "mem-list" }, deprecated.map(item))));
+    nodes.push(section("Remembered", promoted.length, promoted.length ? el("ul", { class: "mem-list" }, promoted.map((entry) => item(entry))) : empty("Nothing remembered in full.")));
+    if (deprecated.length) nodes.push(section("No longer true", deprecated.length, el("ul", { class: "mem-list" }, deprecated.map((entry) => item(entry)))));
     const dropped = view.dropped || [];
     if (dropped.length) {
       nodes.push(
@@ -125,10 +168,11 @@ export function memoryPanel({ api, sessionId, agentName, onTopicChanged, onOpenT
           "Left out: no room",
           dropped.length,
           el("p", { class: "panel-intro", text: "The oldest first: these no longer fit in the memory budget and are not sent." }),
-          el("ul", { class: "mem-list" }, dropped.map(item))
+          el("ul", { class: "mem-list" }, dropped.map((entry) => item(entry, { inPrompt: false })))
         )
       );
     }
+    nodes.push(tidying);
     if (entries.some((entry) => entry.session_id === sessionId)) {
       nodes.push(el("p", { class: "panel-intro panel-note", text: "Topics of this session already reach it as its earlier topics; every other session gets them from memory." }));
     }

@@ -10,6 +10,10 @@
  * are sent one after another so the last press wins, and server events for a topic with
  * presses still in flight do not make the icon flicker back.
  *
+ * A topic whose summary asked for memory but drew on an outside tool's results waits for
+ * the user (memory_suggested): its gray brain is outlined in teal, "suggested for memory:
+ * your choice"; a press promotes it as usual.
+ *
  * On hover and on keyboard focus, a visible label beside the brain names its state (the
  * legend above the list explains all three the first time); screen readers get the same
  * words from the description.
@@ -25,6 +29,7 @@ const STATE_TEXT = {
   promoted: "In memory: remembered in every session",
   deprecated: "No longer true: remembered as reversed, by its title only",
 };
+const SUGGESTED_TEXT = "Suggested for memory: your choice (it draws on an outside tool's results)";
 const ACTION_TEXT = { none: "remember it in every session", promoted: "mark it no longer true", deprecated: "take it out of memory" };
 const SETTLE_MS = 1500;
 const CHANGED_TEXT = { none: "not in memory", promoted: "promoted to memory", deprecated: "deprecated" };
@@ -215,11 +220,16 @@ export function createTopics({ list, api, onOpen, onDeleted }) {
     row.edit.setAttribute("aria-label", "Edit “" + name + "”");
     row.remove.setAttribute("aria-label", "Delete “" + name + "”");
     row.remove.hidden = topic.is_active; // the active topic stays: a session always has one
+    const suggested = state === "none" && Boolean(topic.memory_suggested);
+    const stateText = suggested ? SUGGESTED_TEXT : STATE_TEXT[state];
     row.brain.dataset.state = state;
+    row.brain.toggleAttribute("data-suggested", suggested);
     row.brain.setAttribute("aria-label", "Memory: " + name);
-    row.tip.textContent = STATE_TEXT[state] + " · click to " + ACTION_TEXT[state];
+    if (suggested) row.brain.title = "Suggested for memory: your choice";
+    else row.brain.removeAttribute("title");
+    row.tip.textContent = stateText + " · click to " + ACTION_TEXT[state];
     row.tip.dataset.state = state;
-    row.desc.textContent = STATE_TEXT[state] + ". Press to " + ACTION_TEXT[state] + ".";
+    row.desc.textContent = stateText + ". Press to " + ACTION_TEXT[state] + ".";
     if (pending.has(id)) row.brain.setAttribute("aria-busy", "true");
     else row.brain.removeAttribute("aria-busy");
   }
