@@ -608,3 +608,24 @@ def test_recalled_passages_stay_within_their_share_of_the_request(
     passages = recalled.split("\n- ")[1:]
     assert 1 < len(passages) < RECALL_MAX_HITS  # several, not all: the share is spent
     assert sum(estimate_tokens("- " + passage) for passage in passages) <= RECALLED_TOKENS
+
+
+def test_words_said_only_in_the_assistants_reply_are_recalled_into_the_context(
+    session, alice, agent, fake_openai
+):
+    """What the assistant answered is part of the past chat the context recalls (the
+    user's question alone shares no word with the new one); the tool keeps to the user's
+    own words."""
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    past_topic(
+        earlier_session,
+        title="Weekend",
+        lines=["Any idea for Saturday?", "Try the science museum by the harbour."],
+    )
+    fake_openai.reply_text("The science museum.")
+
+    do_send_message(session=session, content="Which museum did you suggest?")
+
+    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    assert "> assistant: Try the science museum by the harbour." in lines
+    assert recall(session, {"operation": "search", "query": "museum"})["hits"] == []

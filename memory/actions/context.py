@@ -362,13 +362,17 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
             query=query[:QUERY_MAX_CHARS],
             limit=RECALL_MAX_HITS,
             exclude_topic_id=active_topic_id,
+            replies=True,
         )
     except SearchError:  # a message with no word to search for
         return ""
     replies = replies_to(hits)
+    shown = {reply_id for reply_id, _ in replies.values()}
     chosen, spent = [], 0
     for hit in hits:  # best first, as many as the share allows
-        record = _recalled_record(hit, replies.get(hit.message_id, ""))
+        if hit.message_id in shown:  # already there, as the answer to the user's message
+            continue
+        record = _recalled_record(hit, replies.get(hit.message_id, (None, ""))[1])
         cost = estimate_tokens(record)
         if spent + cost > RECALLED_TOKENS:
             continue
@@ -380,9 +384,11 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
 
 
 def _recalled_record(hit, reply: str) -> str:
-    """One recalled passage: its day and topic, then what was said, quoted; a message comes
-    with the assistant's answer to it."""
-    said = f"user: {hit.snippet}\nassistant: {reply}" if reply else hit.snippet
+    """One recalled passage: its day and topic, then what was said, quoted; the user's
+    message comes with the assistant's answer to it."""
+    said = f"{hit.role}: {hit.snippet}" if hit.role else hit.snippet
+    if reply:
+        said += f"\nassistant: {reply}"
     return f"- {hit.date}, {shown_topic_title(hit.topic_title)}:\n{quoted_block(said)}"
 
 

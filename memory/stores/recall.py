@@ -65,7 +65,8 @@ class RecallHit:
     snippet: str
     score: float
     at: datetime = field(compare=False)  # when it was said or written: newer wins a tie
-    seq: int | None = field(default=None, compare=False)  # the message's, in its topic
+    seq: int | None = field(default=None, compare=False)  # the message's, in its session
+    role: str = field(default="", compare=False)  # the message's: user or assistant
 
     def as_dict(self) -> dict:
         data = {
@@ -122,19 +123,23 @@ def search_past_chats(
     query: str,
     limit: int = RECALL_DEFAULT_HITS,
     exclude_topic_id: int | None = None,
+    replies: bool = False,
 ) -> list[RecallHit]:
     """The best ``limit`` hits for ``query`` in the past chats of ``session``'s scope, the
-    topic ``exclude_topic_id`` (the current one) left out."""
+    topic ``exclude_topic_id`` (the current one) left out; ``replies`` searches the
+    assistant's text replies too, not only the user's messages."""
     terms = recall_terms(query)
     limit = max(1, min(limit, RECALL_MAX_HITS))
     sessions = recall_sessions(session=session)
     topics = Topic.objects.filter(session__in=sessions)
     if exclude_topic_id is not None:
         topics = topics.exclude(pk=exclude_topic_id)
-    user_messages = Message.objects.filter(topic__in=topics, role=Message.Role.USER)
+    messages = Message.objects.filter(topic__in=topics)
+    if not replies:
+        messages = messages.filter(role=Message.Role.USER)
     candidates = [
         ("message", message, message.content)
-        for message in indexed_messages(user_messages, terms=terms, limit=RECALL_CANDIDATES)
+        for message in indexed_messages(messages, terms=terms, limit=RECALL_CANDIDATES)
     ]
     candidates += _topic_candidates(topics, terms)
     candidates += _notes_candidates(topics, terms)
@@ -222,14 +227,16 @@ def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> Re
         score=score,
         at=row.updated_at if kind == "notes" else row.created_at,
         seq=row.seq if kind == "message" else None,
+        role=row.role if kind == "message" else "",
     )
 
 
-def replies_to(hits: list[RecallHit]) -> dict[int, str]:
-    """For each message hit, the assistant's text reply that answered it (the topic's next
-    conversation message, when it is the assistant's, past any tool round), on one line
-    and cut to ``RECALL_REPLY_CHARS``; keyed by the hit's message id. One query."""
-    asked = [hit for hit in hits if hit.seq is not None]
+def replies_to(hits: list[RecallHit]) -> dict[int, tuple[int, str]]:
+    """For each hit on a user's message, the assistant's text reply that answered it (the
+    topic's next conversation message, when it is the assistant's, past any tool round):
+    its id and its text on one line, cut to ``RECALL_REPLY_CHARS``; keyed by the hit's
+    message id. One query."""
+    asked = [hit for hit in hits if hit.role == Message.Role.USER]
     if not asked:
         return {}
     wanted = Q()
@@ -239,12 +246,13 @@ def replies_to(hits: list[RecallHit]) -> dict[int, str]:
     rows = Message.objects.filter(wanted).conversation().only("topic_id", "seq", "role", "content")
     for row in rows.order_by("seq"):
         following.setdefault(row.topic_id, []).append(row)
-    replies = {}
+    found = {}
     for hit in asked:
         after = next((row for row in following.get(hit.topic_id, ()) if row.seq > hit.seq), None)
         if after is not None and after.role == Message.Role.ASSISTANT and after.content:
-            replies[hit.message_id] = one_line(after.content, RECALL_REPLY_CHARS, at_word=True)
-    return replies
+            text = one_line(after.content, RECALL_REPLY_CHARS, at_word=True)
+            found[hit.message_id] = (after.pk, text)
+    return found
 
 
 def day_of(moment) -> str:
