@@ -17,7 +17,10 @@ operation that would do so is refused and recorded with the reason in the run's
 ``refused`` list, and the run's other operations still apply. A curated entry may be the
 target of a merge (its text is then kept as the user left it) or the successor of a
 supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the trace of
-a reversal), so an operation naming one is refused too.
+a reversal), so an operation naming one is refused too. A merge whose entries are not
+about one subject by text statistics is refused as ``unrelated``
+(memory/actions/consolidation_rules.py): model output goes through the same checks as the
+user's input.
 
 An unusable answer changes nothing: a model failure, an answer that is not a JSON object
 with an ``operations`` list, an unknown operation, an id the model was not shown, a merge
@@ -38,8 +41,10 @@ When it runs: on demand (REST, admin, the ``consolidate_memory`` command), and b
 after an evaluation (:func:`consolidate_if_due`, called by memory/actions/evaluation.py
 once the evaluation let go of the session) when ``CONSOLIDATION_AFTER_PROMOTIONS`` topics
 of the scope were promoted since its last run, or one was and the block drops entries for
-its budget. Never with the offline model. One run of a scope at a time, however started
-(a lease): a second is refused (409 over REST) while one runs.
+its budget. With the offline model, the run is the model-free pass of
+memory/actions/consolidation_rules.py (near-duplicates merged, nothing superseded). One
+run of a scope at a time, however started (a lease): a second is refused (409 over REST)
+while one runs.
 """
 
 from __future__ import annotations
@@ -53,6 +58,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.actions.consolidation_rules import (
+    entry_text,
+    offline_answer,
+    unrelated_entry,
+    unrelated_reason,
+)
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
@@ -282,10 +293,13 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     prepared = Prepared(entries=entries, basis=basis)
     if _promoted(entries) < 2:
         return prepared
-    messages, shown = consolidation_messages(entries)
-    prepared.entries = entries[len(entries) - shown :]
     model = get_chat_model("summary")
     prepared.model_name = model.name
+    if model.offline:  # the model-free pass: near-duplicates merged, nothing superseded
+        prepared.answer = offline_answer(entries)
+        return prepared
+    messages, shown = consolidation_messages(entries)
+    prepared.entries = entries[len(entries) - shown :]
     try:
         prepared.answer = model.complete_json(
             messages=messages, schema=CONSOLIDATION_SCHEMA, schema_name="memory_consolidation"
@@ -427,6 +441,10 @@ def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> 
         if curated:
             names = ", ".join(f"#{i}" for i in curated)
             return f"entry {names} was curated by the user: the consolidator may not merge it away"
+        texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
+        unrelated = unrelated_entry(texts)
+        if unrelated is not None:
+            return unrelated_reason(*unrelated)
     deprecated = [i for i in operation.ids if topics[i].deprecated]
     if deprecated:
         names = ", ".join(f"#{i}" for i in deprecated)
@@ -497,8 +515,6 @@ def consolidate_if_due(*, session_id: int) -> ConsolidationRun | None:
     """After an evaluation: consolidate the session's scope when it is due. Never raises."""
     try:
         session = Session.objects.select_related("agent").get(pk=session_id)
-        if get_chat_model("summary").offline:
-            return None
         if not consolidation_due(agent=session.agent, user_id=session.user_id):
             return None
         return do_consolidate(
