@@ -127,3 +127,116 @@ def test_the_offline_pass_leaves_entries_of_different_subjects_alone(
 
     assert (run.status, run.applied, run.proposal) == ("nothing", [], [])
     assert block(session) == block_before
+
+
+# --- the fact operation -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def facts(alice, agent, session):
+    """Two entries, a fact the agent set twice (city) and one the user set (diet)."""
+    from memory.stores.facts import set_fact
+
+    in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)
+    in_memory(session, "Moved", "The user moved from Lyon to Porto in May.", 5)
+    set_fact(user=alice, agent=agent, key="city", value="Paris", actor="agent")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="agent")
+    set_fact(user=alice, agent=agent, key="diet", value="vegetarian", actor="user")
+
+
+def fact(alice, agent, key):
+    from memory.stores.facts import read_fact
+
+    return read_fact(user=alice, agent=agent, key=key)
+
+
+def fact_op(key, value="", outdated=False):
+    return {"op": "fact", "key": key, "value": value, "outdated": outdated}
+
+
+def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_undo_restores(
+    fake_openai, facts, alice, agent
+):
+    city_before, diet_before = fact(alice, agent, "city"), fact(alice, agent, "diet")
+    fake_openai.reply_json({"operations": [fact_op("city", "Porto"), fact_op("diet", "vegan")]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    content = fake_openai.requests[0]["messages"][1]["content"]
+    assert '"fact": "diet", "value": "vegetarian", "set_by": "user"' in content
+    assert '"fact": "city", "value": "Lyon", "set_by": "agent"' in content
+    assert run.status == "applied"
+    (applied,) = run.applied
+    assert (applied["key"], applied["before"]["value"], applied["after"]["value"]) == (
+        "city",
+        "Lyon",
+        "Porto",
+    )
+    city = fact(alice, agent, "city")
+    assert (city["value"], city["provenance"]["actor"]) == ("Porto", "consolidator")
+    assert city["history"][0]["actor"] == "consolidator"
+    (refused,) = run.refused
+    assert refused["key"] == "diet" and "set by the user" in refused["reason"]
+    assert fact(alice, agent, "diet") == diet_before
+
+    do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city") == city_before  # value, actor, set_at and history
+
+
+def test_a_fact_marked_outdated_leaves_the_facts_and_undo_brings_it_back(
+    fake_openai, facts, alice, agent
+):
+    before = fact(alice, agent, "city")
+    fake_openai.reply_json({"operations": [fact_op("city", outdated=True)]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "applied"
+    gone = fact(alice, agent, "city")
+    assert gone["found"] is False
+    assert (gone["history"][0]["action"], gone["history"][0]["actor"]) == ("unset", "consolidator")
+    do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city") == before
+
+
+def test_undo_refuses_when_the_fact_changed_since(fake_openai, facts, alice, agent):
+    from memory.actions.consolidation import ConsolidationConflict
+    from memory.stores.facts import set_fact
+
+    fake_openai.reply_json({"operations": [fact_op("city", "Porto")]})
+    run = do_consolidate(agent=agent, user=alice)
+    set_fact(user=alice, agent=agent, key="city", value="Braga", actor="user")
+
+    with pytest.raises(ConsolidationConflict, match="fact 'city' changed since"):
+        do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city")["value"] == "Braga"
+
+
+@pytest.mark.parametrize(
+    ("operation", "said"),
+    [
+        (fact_op("hometown", "Porto"), "names a fact that was not shown: 'hometown'"),
+        (fact_op("city", "x" * 2_100), "longer than 2000 characters"),
+        (fact_op("city", "Porto", outdated=True), "either updated or outdated, not both"),
+        (fact_op("city", ""), "a fact needs a value"),
+    ],
+)
+def test_an_unusable_fact_op_changes_nothing_and_says_why(
+    fake_openai, facts, alice, agent, session, operation, said
+):
+    before = fact(alice, agent, "city")
+    block_before = block(session)
+    lisbon, moved = entries_of(session)
+    supersede = {"op": "supersede", "old": lisbon.pk, "new": moved.pk}  # usable on its own
+    fake_openai.reply_json({"operations": [supersede, operation]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "unusable" and said in run.detail, run.detail
+    assert fact(alice, agent, "city") == before and block(session) == block_before
+
+
+def entries_of(session):
+    from memory.models import Topic
+
+    return list(Topic.objects.filter(session=session, keep_in_memory=True).order_by("pk"))

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memory.drift.textstats import subject_overlap, subject_similarity, topic_terms
+from memory.lib.errors import Conflict
 from memory.lib.limits import MAX_SUMMARY_CHARS
 
 if TYPE_CHECKING:  # the rules themselves need no Django (bench/consolidation_similarity.py)
@@ -48,6 +49,15 @@ NEAR_DUPLICATE_THRESHOLD = 0.22
 # ...and at least this many distinct subject terms shared: in short entries one shared word
 # ("plan" in "Training plan" and "Meal planning") already gives a high cosine.
 NEAR_DUPLICATE_MIN_SHARED = 2
+
+
+class ConsolidationConflict(Conflict):
+    code = "consolidation_conflict"
+
+
+class UnusableAnswer(Exception):
+    """The model's answer cannot be applied as a whole: nothing changes."""
+
 
 # A sentence ends at . ! ? (and their CJK forms) followed by a blank, or at a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
