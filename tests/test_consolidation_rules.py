@@ -129,6 +129,17 @@ def test_the_offline_pass_leaves_entries_of_different_subjects_alone(
     assert block(session) == block_before
 
 
+def test_the_offline_pass_groups_around_the_newest_entry_without_chains():
+    from memory.actions.consolidation_rules import near_duplicate_groups
+
+    like = {frozenset("ab"), frozenset("bc"), frozenset("de")}  # a~b, b~c, d~e; not a~c
+
+    def similar(first, second):
+        return frozenset((first, second)) in like
+
+    assert near_duplicate_groups(list("abcde"), similar=similar) == [[1, 2], [3, 4]]
+
+
 # --- the fact operation -----------------------------------------------------------------------
 
 

@@ -28,7 +28,8 @@ and never of an entry the user curated or one already deprecated. It answers in 
 model's JSON form, so the proposal goes through the same parsing, guards, audit and undo.
 The merged summary is the newest entry's, followed by what the older ones add (each of
 their sentences with a subject word the newest lacks, behind its day), so nothing durable
-is lost.
+is lost. Each group is one newest entry and the older ones nearly duplicating it (no
+chains), compared by title and first line (what an earlier merge added is not compared).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def offline_answer(entries: Sequence[ConsolidationEntry]) -> dict:
     """The model-free pass's proposal, in the model's JSON form: near-duplicates merged."""
     candidates = [entry for entry in entries if not entry.deprecated and not entry.curated]
     groups = near_duplicate_groups(
-        [entry_text(entry.title, entry.summary) for entry in candidates],
+        [headline(entry.title, entry.summary) for entry in candidates],
         similar=near_duplicates,
     )
     operations = []
@@ -119,6 +120,14 @@ def offline_answer(entries: Sequence[ConsolidationEntry]) -> dict:
     return {"operations": operations}
 
 
+def headline(title: str, summary: str) -> str:
+    """What the offline pass compares: the title and the summary's first line. An entry it
+    merged before carries the older entries' sentences on later lines; compared whole, it
+    would gather every subject near it (a merged "Testing" entry holding "PostgreSQL"
+    would pull in the ledger)."""
+    return entry_text(title, summary.strip().split("\n", 1)[0])
+
+
 def near_duplicates(
     first: str, second: str, *, threshold: float = NEAR_DUPLICATE_THRESHOLD
 ) -> bool:
@@ -133,24 +142,21 @@ def near_duplicates(
 def near_duplicate_groups(
     texts: Sequence[str], *, similar: Callable[[str, str], bool]
 ) -> list[list[int]]:
-    """Indexes of ``texts`` in groups of two or more, each a set of texts linked by
-    ``similar`` pairs (each group in index order)."""
-    parent = list(range(len(texts)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i in range(len(texts)):
-        for j in range(i + 1, len(texts)):
-            if similar(texts[i], texts[j]):
-                parent[root(j)] = root(i)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(texts)):
-        groups.setdefault(root(i), []).append(i)
-    return [group for group in groups.values() if len(group) > 1]
+    """Indexes of ``texts`` (oldest first) in groups of two or more, in index order: the
+    newest text not yet grouped gathers every older one ``similar`` to it, itself; no
+    chains (A like B, B like C does not make A like C)."""
+    grouped: set[int] = set()
+    groups = []
+    for target in reversed(range(len(texts))):
+        if target in grouped:
+            continue
+        group = [i for i in range(target) if i not in grouped and similar(texts[i], texts[target])]
+        if group:
+            grouped.update(group)
+            grouped.add(target)
+            groups.append([*group, target])
+    groups.reverse()
+    return groups
 
 
 def merged_summary(members: Sequence[ConsolidationEntry]) -> str | None:

@@ -37,7 +37,7 @@ from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACT
 from memory.lib.text import one_line, record_text
 from memory.lib.tokens import estimate_tokens
 from memory.lib.validation import check_json_value, check_unicode
-from memory.models import FactActor, FactChange, ImportantInfo
+from memory.models import FactActor, FactChange, ImportantInfo, Topic
 from memory.models.facts import AGENT_MAY_CHANGE, MAX_FACT_HISTORY
 
 _REMOVED = object()  # a change that removes the key
@@ -387,6 +387,9 @@ def restore_fact_state(document: ImportantInfo, key: str, state: dict[str, Any])
     document.data, document.provenance = data, provenance
     document.save(update_fields=["data", "provenance", "updated_at"])
     FactChange.objects.filter(document=document, key=key).delete()
+    # A topic deleted since is no longer named (as its rows' SET_NULL already did).
+    ids = {row["topic_id"] for row in state["history"]} - {None}
+    topics = set(Topic.objects.filter(pk__in=ids).values_list("pk", flat=True))
     FactChange.objects.bulk_create(
         FactChange(
             document=document,
@@ -394,7 +397,7 @@ def restore_fact_state(document: ImportantInfo, key: str, state: dict[str, Any])
             action=row["action"],
             actor=row["actor"],
             user_id=row["user_id"],
-            topic_id=row["topic_id"],
+            topic_id=row["topic_id"] if row["topic_id"] in topics else None,
             old_value=row["old_value"],
             new_value=row["new_value"],
             created_at=datetime.fromisoformat(row["created_at"]),
