@@ -8,7 +8,7 @@ import pytest
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
 from memory.actions.consolidation_rules import entry_text, unrelated_entry
-from memory.models import ConsolidationRun
+from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
 from tests.memory_builders import add_topic
 from tests.test_consolidation import fresh, merge
@@ -59,6 +59,7 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     assert refused["reason"].startswith("unrelated: entry #")
     assert "shares too little" in refused["reason"]
     assert {t.pk: topic_fields(fresh(t)) for t in (lisbon, weather)} == before
+    assert not MemoryDecision.objects.filter(consolidation=run, topic__in=[lisbon, weather])
     assert "Offsite city: We chose Lisbon" in run.block_after
 
 

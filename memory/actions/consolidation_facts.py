@@ -111,7 +111,7 @@ def parse_fact_operation(item: dict, *, facts: dict[str, Any], where: str) -> Fa
 def fact_refusal(operation: FactOperation, document: ImportantInfo | None) -> str:
     """Why the consolidator may not change this fact ("" when it may)."""
     if document is None or operation.key not in (document.data or {}):
-        return f"fact {operation.key!r} was removed meanwhile"
+        return f"fact {operation.key!r} is no longer set (removed earlier in this run)"
     actor = document.set_by(operation.key)
     if actor not in AGENT_MAY_CHANGE:
         who = {FactActor.USER: "the user", FactActor.IMPORT: "the user's import"}.get(
