@@ -71,6 +71,8 @@ bench: install
 	$(PY) bench/search.py
 	$(PY) bench/soak.py
 	$(PY) bench/summary_cost.py
+	$(PY) bench/consolidation_similarity.py
+	$(PY) bench/consolidation.py --offline
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
 		for interval in 1 10; do $(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; done; \
 	done

@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python bench/consolidation.py [--sessions 100] [--every 10] [--budget 1500]
     python bench/consolidation.py --real [--base-url URL] --sessions 40   # a real model
+    python bench/consolidation.py --offline   # also a third user: the model-free pass
 
 The fixture, ``bench/data/consolidation-scope.jsonl``, is one promoted memory entry a
 line, in the order the sessions made them: repeated subjects (entries sharing a ``key``:
@@ -22,7 +23,9 @@ too), so the guard is exercised: those proposals must be refused. It measures th
 mechanics (what reaches the block, what is refused, what the budget drops), not the
 judgement of a model. ``--real`` asks an OpenAI-compatible endpoint (a local model lane)
 instead; serialize it with the machine's model lock when there is one, and keep it small
-(``--sessions 40``: four consolidations).
+(``--sessions 40``: four consolidations). ``--offline`` adds a third user of the same
+sessions consolidated by the model-free pass (memory/actions/consolidation_rules.py: no
+model, near-duplicates merged, never a supersede), reported as its own row.
 
 It reports, for the block a new session of each scope reads: entries in the block, its
 tokens, duplicates left (asserted entries beyond the first of one key), reversed decisions
@@ -30,8 +33,11 @@ still asserted (an entry a later one reversed, shown without ``[DEPRECATED]``), 
 to the budget (FIFO), subjects missing from the block, and curated entries changed; then a
 last JSON line ``{"bench": "consolidation", ...}``. Targets: duplicates left and reversed
 still asserted at most 10 % of what they are without consolidation; no curated entry
-changed; the block within its budget; no more subjects missing than without. A missed
-target exits non-zero. It runs on a throwaway SQLite database and the in-process cache.
+changed; the block within its budget; no more subjects missing than without; with
+``--offline``, the model-free pass also leaves fewer duplicates than without, supersedes
+nothing, changes no curated entry, keeps the block within budget and misses no more
+subjects than without. A missed target exits non-zero. It runs on a throwaway SQLite database
+and the in-process cache.
 """
 
 from __future__ import annotations
@@ -200,6 +206,7 @@ def run(args) -> dict:
     )
     without = Scope(agent=agent, username="without")
     with_ = Scope(agent=agent, username="with")
+    offline = Scope(agent=agent, username="offline") if args.offline else None
     fake = None
     if args.real:
         settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = args.base_url, "not-needed"
@@ -213,13 +220,17 @@ def run(args) -> dict:
         settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = fake.base_url, "bench-key"
     settings.LLM_MAX_RETRIES = 0
     clear_client_cache()
-    runs, seconds = [], []
+    runs, seconds, offline_runs = [], [], []
     try:
         for number in range(1, args.sessions + 1):
             made = [entry for entry in entries if entry["session"] == number]
             without.grow(number, made)
             with_.grow(number, made)
+            if offline is not None:
+                offline.grow(number, made)
             if number % args.every == 0 or number == args.sessions:
+                if offline is not None:
+                    offline_runs.append(_offline_run(settings, agent=agent, user=offline.user))
                 started = time.monotonic()
                 runs.append(do_consolidate(agent=agent, user=with_.user))
                 seconds.append(time.monotonic() - started)
@@ -245,10 +256,25 @@ def run(args) -> dict:
         "refused_curated": sum(
             "curated by the user" in item["reason"] for run in runs for item in run.refused
         ),
+        "refused_unrelated": sum(
+            item["reason"].startswith("unrelated") for run in runs for item in run.refused
+        ),
         "model_seconds": round(sum(seconds), 1),
         "max_run_seconds": round(max(seconds, default=0.0), 1),
     }
     result["targets"] = _targets(result, limit=limit)
+    if offline is not None:
+        result["offline"] = offline.measure(reversed_ids=reversed_ids)
+        result["offline_runs"] = {
+            "count": len(offline_runs),
+            "statuses": dict(Counter(str(run.status) for run in offline_runs)),
+            "merged": sum(len(run.applied) for run in offline_runs),
+            "superseded": sum(
+                item["op"] == "supersede" for run in offline_runs for item in run.applied
+            ),
+            "refused": sum(len(run.refused) for run in offline_runs),
+        }
+        result["targets"].update(_offline_targets(result, limit=limit))
     result["fixture"] = {
         "sessions": args.sessions,
         "entries": len(entries),
@@ -258,6 +284,29 @@ def run(args) -> dict:
         "curated": sum(bool(e.get("curated")) for e in entries),
     }
     return result
+
+
+def _offline_run(settings, *, agent, user):
+    """One run of the model-free pass: the same consolidation with no model configured."""
+    from memory.actions.consolidation import do_consolidate
+
+    endpoint = settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY
+    settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = "", ""
+    try:
+        return do_consolidate(agent=agent, user=user)
+    finally:
+        settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = endpoint
+
+
+def _offline_targets(result: dict, *, limit: int) -> dict:
+    off, pass_ = result["without"], result["offline"]
+    return {
+        "offline_fewer_duplicates": pass_["duplicates_left"] < off["duplicates_left"],
+        "offline_never_supersedes": result["offline_runs"]["superseded"] == 0,
+        "offline_curated_unchanged": pass_["curated_changed"] == 0,
+        "offline_tokens_bounded": pass_["block_tokens"] <= limit,
+        "offline_no_subject_lost": pass_["subjects_missing"] <= off["subjects_missing"],
+    }
 
 
 def _run_line(run) -> str:
@@ -291,20 +340,22 @@ def report(result: dict, *, mode: str) -> None:
     print()
     print("| consolidation | " + " | ".join(title for _, title in COLUMNS) + " |")
     print("|---|" + "---:|" * len(COLUMNS))
-    for lane in ("without", "with"):
+    lanes = [lane for lane in ("without", "with", "offline") if lane in result]
+    for lane in lanes:
         row = result[lane]
         print(f"| {lane} | " + " | ".join(str(row[key]) for key, _ in COLUMNS) + " |")
     runs = result["runs"]
     print(
         f"\nmodel: {mode}; {runs['count']} runs {runs['statuses']}, {runs['applied']} operations "
-        f"applied, {runs['refused']} refused ({runs['refused_curated']} on curated entries), "
+        f"applied, {runs['refused']} refused ({runs['refused_curated']} on curated entries, "
+        f"{runs['refused_unrelated']} unrelated), "
         f"{runs['model_seconds']} s in all (longest {runs['max_run_seconds']} s)"
     )
+    if "offline_runs" in result:
+        print(f"offline pass: {result['offline_runs']}")
     targets = result["targets"].items()
     print("targets: " + ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in targets))
-    summary = {
-        lane: {k: v for k, v in result[lane].items() if k != "text"} for lane in ("without", "with")
-    }
+    summary = {lane: {k: v for k, v in result[lane].items() if k != "text"} for lane in lanes}
     print(
         json.dumps(
             {
@@ -312,6 +363,7 @@ def report(result: dict, *, mode: str) -> None:
                 "mode": mode,
                 **summary,
                 "runs": runs,
+                **({"offline_runs": result["offline_runs"]} if "offline_runs" in result else {}),
                 "fixture": result["fixture"],
                 "targets": result["targets"],
                 "pass": all(result["targets"].values()),
@@ -328,6 +380,9 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=1500, help="the memory token budget")
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
     parser.add_argument("--real", action="store_true", help="ask a real model endpoint")
+    parser.add_argument(
+        "--offline", action="store_true", help="add a user consolidated by the model-free pass"
+    )
     parser.add_argument("--base-url", default="http://127.0.0.1:8081/v1")
     parser.add_argument("--model", default="", help="the model name to ask for (--real)")
     parser.add_argument(
@@ -341,7 +396,7 @@ def main() -> int:
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
     if args.show_blocks:
-        for lane in ("without", "with"):
+        for lane in [lane for lane in ("without", "with", "offline") if lane in result]:
             print(f"\n--- block {lane} consolidation ---\n{result[lane]['text']}")
     report(result, mode=f"real ({args.base_url})" if args.real else "scripted")
     return 0 if all(result["targets"].values()) else 1

@@ -495,7 +495,7 @@ def test_an_evaluation_consolidates_the_scope_once_enough_was_promoted_since_the
     assert fake_openai.pending == 0
 
 
-def test_automatic_runs_are_off_at_zero_and_with_the_offline_model(
+def test_automatic_runs_are_off_at_zero_and_the_offline_model_runs_the_model_free_pass(
     fake_openai, settings, alice, agent, session
 ):
     from memory.actions.consolidation import consolidate_if_due
@@ -506,8 +506,9 @@ def test_automatic_runs_are_off_at_zero_and_with_the_offline_model(
     assert consolidate_if_due(session_id=session.pk) is None
     settings.CONSOLIDATION_AFTER_PROMOTIONS = 2
     settings.OPENAI_BASE_URL = settings.OPENAI_API_KEY = ""
-    assert consolidate_if_due(session_id=session.pk) is None
-    assert not ConsolidationRun.objects.exists() and fake_openai.requests == []
+    run = consolidate_if_due(session_id=session.pk)
+    assert (run.trigger, run.model_name, run.status) == ("auto", "offline", "nothing")
+    assert fake_openai.requests == []  # no model was asked
 
 
 def test_stored_text_reaches_the_model_as_one_quoted_record_a_line(

@@ -303,3 +303,37 @@ def topic_bag(texts: Iterable[str]) -> Counter[str]:
     for text in texts:
         counts.update(_topic_terms(text))
     return counts
+
+
+# --------------------------------------------------------------------------- #
+# Subject similarity (for consolidation: are these memory entries one subject?)
+# --------------------------------------------------------------------------- #
+
+
+def _script(language: str) -> str:
+    return language if language in ("ja", "zh", "ru") else "latin"
+
+
+def subject_similarity(first: str, second: str) -> float | None:
+    """How much two short texts share what they are about: the cosine of their
+    :func:`topic_terms` counts, both stemmed in one language (the language of the two
+    together, so "Ledger on Postgres" and "Ledger storage" stem "ledger" alike even when
+    one alone reads as French). ``None`` when they are written in different scripts
+    (Japanese and English): word statistics cannot compare them."""
+    overlap = subject_overlap(first, second)
+    return None if overlap is None else overlap[0]
+
+
+def subject_overlap(first: str, second: str) -> tuple[float, int] | None:
+    """:func:`subject_similarity` and how many distinct terms the two texts share."""
+    if _script(language_of(first)) != _script(language_of(second)):
+        return None
+    language = language_of(f"{first}\n{second}")
+    a, b = Counter(_terms_in(first, language)), Counter(_terms_in(second, language))
+    return cosine(a, b), len(a.keys() & b.keys())
+
+
+def _terms_in(text: str, language: str) -> tuple[str, ...]:
+    if language != "en":
+        return _terms(text, language)
+    return _terms(" ".join(word for word in words(text) if word not in GENERIC_WORDS), "en")

@@ -7,7 +7,8 @@ touched before and after, and the scope's memory block before and after. What it
 is enough to undo it exactly: ``snapshot`` holds the touched topics' fields as they were,
 ``result`` as the run left them; an undo puts ``snapshot`` back when the topics still
 hold ``result`` (nobody changed them since), so the block is byte for byte the one
-before the run.
+before the run. ``fact_snapshot`` and ``fact_result`` do the same for the durable facts a
+run updated or marked outdated (value, provenance and history).
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ class ConsolidationRun(models.Model):
     )
     result = models.JSONField(
         default=dict, blank=True, help_text="Per touched topic id: its fields after the run."
+    )
+    fact_snapshot = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per fact key the run changed: its value, provenance and history before.",
+    )
+    fact_result = models.JSONField(
+        default=dict, blank=True, help_text="Per fact key the run changed: its value after."
     )
     block_before = models.TextField(blank=True, help_text="The scope's memory block before.")
     block_after = models.TextField(blank=True, help_text="The scope's memory block after.")

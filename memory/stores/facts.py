@@ -37,8 +37,8 @@ from memory.lib.limits import MAX_FACT_KEY_CHARS, MAX_FACT_VALUE_CHARS, MAX_FACT
 from memory.lib.text import one_line, record_text
 from memory.lib.tokens import estimate_tokens
 from memory.lib.validation import check_json_value, check_unicode
-from memory.models import FactActor, FactChange, ImportantInfo
-from memory.models.facts import MAX_FACT_HISTORY
+from memory.models import FactActor, FactChange, ImportantInfo, Topic
+from memory.models.facts import AGENT_MAY_CHANGE, MAX_FACT_HISTORY
 
 _REMOVED = object()  # a change that removes the key
 
@@ -318,6 +318,94 @@ def replace_facts(*, document: ImportantInfo, data: dict[str, Any], actor: str, 
             _apply(document, changes, actor=actor, by=by, topic_id=None)
 
 
+# --- a scope's facts as consolidation reads, changes and undoes them ------------------------
+
+
+def lock_scope_facts(*, user_id: int, agent_id: int, organization_id: int) -> ImportantInfo | None:
+    """The scope's facts document, locked until the transaction ends (None: never stored)."""
+    return (
+        ImportantInfo.objects.select_for_update()
+        .filter(user_id=user_id, agent_id=agent_id, organization_id=organization_id)
+        .first()
+    )
+
+
+def scope_facts(
+    *, user_id: int, agent_id: int, organization_id: int
+) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The scope's facts and their provenance, read without a lock."""
+    row = (
+        ImportantInfo.objects.filter(
+            user_id=user_id, agent_id=agent_id, organization_id=organization_id
+        )
+        .values_list("data", "provenance")
+        .first()
+    )
+    data, provenance = row or ({}, {})
+    return dict(data or {}), dict(provenance or {})
+
+
+def fact_state(document: ImportantInfo, key: str) -> dict[str, Any]:
+    """Everything about one key an undo puts back: its value and provenance (or that it
+    was absent) and its history rows, as JSON."""
+    data, provenance = document.data or {}, document.provenance or {}
+    history = [
+        {
+            "action": change.action,
+            "actor": change.actor,
+            "user_id": change.user_id,
+            "topic_id": change.topic_id,
+            "old_value": change.old_value,
+            "new_value": change.new_value,
+            "created_at": change.created_at.isoformat(),
+        }
+        for change in FactChange.objects.filter(document=document, key=key)
+    ]
+    return {
+        "present": key in data,
+        "value": data.get(key),
+        "provenance": provenance.get(key),
+        "history": history,
+    }
+
+
+def fact_now(document: ImportantInfo, key: str) -> dict[str, Any]:
+    """One key's value and provenance now (what a later change would alter)."""
+    state = fact_state(document, key)
+    return {name: state[name] for name in ("present", "value", "provenance")}
+
+
+def restore_fact_state(document: ImportantInfo, key: str, state: dict[str, Any]) -> None:
+    """Put one key back exactly as ``fact_state`` saw it: value, provenance, history."""
+    data, provenance = dict(document.data or {}), dict(document.provenance or {})
+    data.pop(key, None)
+    provenance.pop(key, None)
+    if state["present"]:
+        data[key] = state["value"]
+        if state["provenance"] is not None:
+            provenance[key] = state["provenance"]
+    document.data, document.provenance = data, provenance
+    document.save(update_fields=["data", "provenance", "updated_at"])
+    FactChange.objects.filter(document=document, key=key).delete()
+    # A topic deleted since is no longer named (as its rows' SET_NULL already did).
+    ids = {row["topic_id"] for row in state["history"]} - {None}
+    topics = set(Topic.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    FactChange.objects.bulk_create(
+        FactChange(
+            document=document,
+            key=key,
+            action=row["action"],
+            actor=row["actor"],
+            user_id=row["user_id"],
+            topic_id=row["topic_id"] if row["topic_id"] in topics else None,
+            old_value=row["old_value"],
+            new_value=row["new_value"],
+            created_at=datetime.fromisoformat(row["created_at"]),
+        )
+        for row in state["history"]
+    )
+
+
 def check_facts_limits(after: dict[str, Any], *, before: dict[str, Any]) -> None:
     """``after`` replacing ``before`` (a set, an import, an admin edit), or FactError.
 
@@ -349,7 +437,8 @@ def check_facts_limits(after: dict[str, Any], *, before: dict[str, Any]) -> None
 
 
 def _guard(document: ImportantInfo, key: str, actor: str) -> None:
-    if actor == FactActor.AGENT and not document.agent_may_change(key):
+    """A machine (the agent, the consolidator) changes only what a machine set."""
+    if actor in AGENT_MAY_CHANGE and not document.agent_may_change(key):
         raise FactSetByUser(key, provenance=(document.provenance or {}).get(key))
 
 

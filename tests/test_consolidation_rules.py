@@ -1,0 +1,254 @@
+"""Consolidation's rules: a model's merge must be about one subject, the offline pass, facts.
+
+The model is the fake OpenAI-compatible server; the offline pass runs with no endpoint
+configured. The thresholds are measured by bench/consolidation_similarity.py.
+"""
+
+import pytest
+
+from memory.actions.consolidation import do_consolidate, do_undo_consolidation
+from memory.actions.consolidation_rules import entry_text, unrelated_entry
+from memory.models import ConsolidationRun, MemoryDecision
+from memory.stores.consolidation import Scope, scope_block, topic_fields
+from tests.memory_builders import add_topic
+from tests.test_consolidation import fresh, merge
+
+LEDGER = "Ledger on PostgreSQL 16, entries partitioned by month, JSONB metadata."
+
+
+def block(session) -> str:
+    return scope_block(Scope.of_session(session), budget=session.agent.memory_token_budget)
+
+
+def in_memory(session, title, summary, age_days, **flags):
+    topic = add_topic(session, title=title, summary=summary, keep=True, age_days=age_days)
+    if flags:
+        for name, value in flags.items():
+            setattr(topic, name, value)
+        topic.save()
+    return topic
+
+
+# --- a model's merge goes through the same checks as the user's input --------------------
+
+
+def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
+    fake_openai, alice, agent, session
+):
+    ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 30)
+    again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 20)
+    lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 10)
+    weather = in_memory(session, "Weather chat", "Small talk about rain.", 5)
+    before = {t.pk: topic_fields(t) for t in (lisbon, weather)}
+    fake_openai.reply_json(
+        {
+            "operations": [
+                merge(lisbon, weather, title="Offsite", summary="Lisbon; rain."),
+                merge(ledger, again),
+            ]
+        }
+    )
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "applied"
+    (applied,) = run.applied
+    assert applied["into"] == again.pk and fresh(ledger).keep_in_memory is False
+    (refused,) = run.refused
+    assert refused["ids"] == [lisbon.pk, weather.pk]
+    assert refused["reason"].startswith("unrelated: entry #")
+    assert "shares too little" in refused["reason"]
+    assert {t.pk: topic_fields(fresh(t)) for t in (lisbon, weather)} == before
+    assert not MemoryDecision.objects.filter(consolidation=run, topic__in=[lisbon, weather])
+    assert "Offsite city: We chose Lisbon" in run.block_after
+
+
+def test_the_entry_sharing_least_with_the_rest_of_a_merge_is_named():
+    texts = {
+        1: entry_text("Ledger storage", "Ledger on PostgreSQL."),
+        2: entry_text("Ledger database", "Ledger stays on PostgreSQL 16."),
+        3: entry_text("Weather chat", "Small talk about rain."),
+    }
+    weakest = unrelated_entry(texts)
+    assert weakest is not None and weakest[0] == 3
+    del texts[3]
+    assert unrelated_entry(texts) is None
+    # Japanese beside English: words cannot compare them, so the model's judgement stands.
+    mixed = {1: "Learning Japanese\nGenki I.", 2: "日本語の勉強\n漢字を毎日。"}
+    assert unrelated_entry(mixed) is None
+
+
+# --- the offline pass -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def offline(settings):
+    settings.OPENAI_BASE_URL = settings.OPENAI_API_KEY = ""
+
+
+def test_the_offline_pass_merges_near_duplicates_only_and_undo_restores_the_block(
+    fake_openai, offline, alice, agent, session
+):
+    older = in_memory(session, "Ledger storage", LEDGER + " Nightly backups.", 40)
+    newer = in_memory(session, "Ledger database", LEDGER, 30)
+    pinned = in_memory(
+        session, "Ledger notes", LEDGER, 25, keep_in_memory_manually_set=True
+    )  # the user's: never touched, even as a near-duplicate
+    lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)
+    porto = in_memory(session, "Offsite moved", "We switched the offsite to Porto.", 10)
+    untouched = {t.pk: topic_fields(t) for t in (pinned, lisbon, porto)}
+    block_before = block(session)
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert (run.status, run.model_name) == ("applied", "offline") and fake_openai.requests == []
+    assert [op["op"] for op in run.proposal] == ["merge"]  # never a supersede
+    (applied,) = run.applied
+    assert (applied["ids"], applied["into"]) == ([older.pk, newer.pk], newer.pk)
+    assert fresh(older).keep_in_memory is False and not fresh(older).deprecated
+    merged = fresh(newer)
+    assert merged.title == "Ledger database"
+    assert merged.summary.startswith(LEDGER) and "Nightly backups." in merged.summary
+    assert {t.pk: topic_fields(fresh(t)) for t in (pinned, lisbon, porto)} == untouched
+    assert not any(fresh(t).deprecated for t in (older, newer, lisbon, porto))
+
+    do_undo_consolidation(run=run, user=alice)
+    assert block(session) == block_before
+    assert ConsolidationRun.objects.get().status == "undone"
+
+
+def test_the_offline_pass_leaves_entries_of_different_subjects_alone(
+    offline, alice, agent, session
+):
+    in_memory(session, "Ledger storage", LEDGER, 30)
+    in_memory(session, "Marathon plan", "Berlin marathon: four runs a week, long run Sundays.", 20)
+    block_before = block(session)
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert (run.status, run.applied, run.proposal) == ("nothing", [], [])
+    assert block(session) == block_before
+
+
+def test_the_offline_pass_groups_around_the_newest_entry_without_chains():
+    from memory.actions.consolidation_rules import near_duplicate_groups
+
+    like = {frozenset("ab"), frozenset("bc"), frozenset("de")}  # a~b, b~c, d~e; not a~c
+
+    def similar(first, second):
+        return frozenset((first, second)) in like
+
+    assert near_duplicate_groups(list("abcde"), similar=similar) == [[1, 2], [3, 4]]
+
+
+# --- the fact operation -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def facts(alice, agent, session):
+    """Two entries, a fact the agent set twice (city) and one the user set (diet)."""
+    from memory.stores.facts import set_fact
+
+    in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)
+    in_memory(session, "Moved", "The user moved from Lyon to Porto in May.", 5)
+    set_fact(user=alice, agent=agent, key="city", value="Paris", actor="agent")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="agent")
+    set_fact(user=alice, agent=agent, key="diet", value="vegetarian", actor="user")
+
+
+def fact(alice, agent, key):
+    from memory.stores.facts import read_fact
+
+    return read_fact(user=alice, agent=agent, key=key)
+
+
+def fact_op(key, value="", outdated=False):
+    return {"op": "fact", "key": key, "value": value, "outdated": outdated}
+
+
+def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_undo_restores(
+    fake_openai, facts, alice, agent
+):
+    city_before, diet_before = fact(alice, agent, "city"), fact(alice, agent, "diet")
+    fake_openai.reply_json({"operations": [fact_op("city", "Porto"), fact_op("diet", "vegan")]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    content = fake_openai.requests[0]["messages"][1]["content"]
+    assert '"fact": "diet", "value": "vegetarian", "set_by": "user"' in content
+    assert '"fact": "city", "value": "Lyon", "set_by": "agent"' in content
+    assert run.status == "applied"
+    (applied,) = run.applied
+    assert (applied["key"], applied["before"]["value"], applied["after"]["value"]) == (
+        "city",
+        "Lyon",
+        "Porto",
+    )
+    city = fact(alice, agent, "city")
+    assert (city["value"], city["provenance"]["actor"]) == ("Porto", "consolidator")
+    assert city["history"][0]["actor"] == "consolidator"
+    (refused,) = run.refused
+    assert refused["key"] == "diet" and "set by the user" in refused["reason"]
+    assert fact(alice, agent, "diet") == diet_before
+
+    do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city") == city_before  # value, actor, set_at and history
+
+
+def test_a_fact_marked_outdated_leaves_the_facts_and_undo_brings_it_back(
+    fake_openai, facts, alice, agent
+):
+    before = fact(alice, agent, "city")
+    fake_openai.reply_json({"operations": [fact_op("city", outdated=True)]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "applied"
+    gone = fact(alice, agent, "city")
+    assert gone["found"] is False
+    assert (gone["history"][0]["action"], gone["history"][0]["actor"]) == ("unset", "consolidator")
+    do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city") == before
+
+
+def test_undo_refuses_when_the_fact_changed_since(fake_openai, facts, alice, agent):
+    from memory.actions.consolidation import ConsolidationConflict
+    from memory.stores.facts import set_fact
+
+    fake_openai.reply_json({"operations": [fact_op("city", "Porto")]})
+    run = do_consolidate(agent=agent, user=alice)
+    set_fact(user=alice, agent=agent, key="city", value="Braga", actor="user")
+
+    with pytest.raises(ConsolidationConflict, match="fact 'city' changed since"):
+        do_undo_consolidation(run=run, user=alice)
+    assert fact(alice, agent, "city")["value"] == "Braga"
+
+
+@pytest.mark.parametrize(
+    ("operation", "said"),
+    [
+        (fact_op("hometown", "Porto"), "names a fact that was not shown: 'hometown'"),
+        (fact_op("city", "x" * 2_100), "longer than 2000 characters"),
+        (fact_op("city", "Porto", outdated=True), "either updated or outdated, not both"),
+        (fact_op("city", ""), "a fact needs a value"),
+    ],
+)
+def test_an_unusable_fact_op_changes_nothing_and_says_why(
+    fake_openai, facts, alice, agent, session, operation, said
+):
+    before = fact(alice, agent, "city")
+    block_before = block(session)
+    lisbon, moved = entries_of(session)
+    supersede = {"op": "supersede", "old": lisbon.pk, "new": moved.pk}  # usable on its own
+    fake_openai.reply_json({"operations": [supersede, operation]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "unusable" and said in run.detail, run.detail
+    assert fact(alice, agent, "city") == before and block(session) == block_before
+
+
+def entries_of(session):
+    from memory.models import Topic
+
+    return list(Topic.objects.filter(session=session, keep_in_memory=True).order_by("pk"))
