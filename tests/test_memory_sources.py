@@ -266,14 +266,22 @@ def test_an_entry_merged_twice_is_merged_from_every_topic_and_superseded_only_wh
     e = entries
     merge_and_supersede(fake_openai, e)
     as_alice.post(CONSOLIDATE.format(agent=agent.pk))
+    backups = add_topic(
+        session,
+        title="Ledger backups",
+        summary="Ledger on PostgreSQL 16, backed up nightly.",
+        keep=True,
+        age_days=1,
+        messages=2,
+    )
     fake_openai.reply_json(
         {
             "operations": [
                 {
                     "op": "merge",
-                    "ids": [e["again"].pk, e["porto"].pk],
-                    "title": "Ledger and offsite",
-                    "summary": "Ledger on PostgreSQL 16; offsite in Porto.",
+                    "ids": [e["again"].pk, backups.pk],
+                    "title": "Ledger",
+                    "summary": "Ledger on PostgreSQL 16, backed up nightly.",
                 }
             ]
         }
@@ -289,13 +297,36 @@ def test_an_entry_merged_twice_is_merged_from_every_topic_and_superseded_only_wh
 
     shown = scope_entries(as_alice, session)
 
-    newest = shown[e["porto"].pk]
+    newest = shown[backups.pk]
     assert [ref["topic_id"] for ref in newest["merged_from"]] == [
         e["ledger"].pk,
         e["again"].pk,
-        e["porto"].pk,
+        backups.pk,
     ]
     assert newest["consolidation"] == second["id"]
     # Taken back by the user (no longer deprecated): it no longer says it was superseded.
     taken = shown[e["lisbon"].pk]
     assert taken["superseded_by"] is None and taken["decided_by"] == "user"
+
+
+def test_a_fact_operation_is_listed_in_words_and_leaves_the_entries_sources_alone(
+    as_alice, alice, agent, fake_openai, session, entries
+):
+    set_fact(user=alice, agent=agent, key="offsite_city", value="Lisbon", actor=FactActor.AGENT)
+    fake_openai.reply_json(
+        {"operations": [{"op": "fact", "key": "offsite_city", "value": "Porto", "outdated": False}]}
+    )
+    run = as_alice.post(CONSOLIDATE.format(agent=agent.pk)).json()
+    assert run["status"] == "applied", run
+
+    (fact,) = run["operations"]
+    assert fact == {
+        "op": "fact",
+        "applied": True,
+        "reason": "",
+        "key": "offsite_city",
+        "value": "Porto",
+        "outdated": False,
+    }
+    shown = scope_entries(as_alice, session)
+    assert all(entry["consolidation"] is None for entry in shown.values())

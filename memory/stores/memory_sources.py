@@ -99,7 +99,7 @@ def entry_sources(scope: Scope, entries: Iterable[MemoryEntry]) -> dict[int, Ent
         if source.decided_by is None:
             source.decided_by, source.decided_at = actor, timestamp(created_at)
     runs = _applied_runs(scope)
-    named = {int(i) for _, applied in runs for op in applied for i in op.get("before", {})}
+    named = {i for _, applied in runs for op in applied for i in _ids(op)}
     refs = topic_refs(scope, named)
     merged: dict[int, list[TopicRef]] = {}  # every topic merged into, run after run
     for run_id, applied in runs:
@@ -150,10 +150,13 @@ def _operations(run: ConsolidationRun) -> list[dict]:
 
 
 def _ids(op: dict) -> list[int]:
-    """The topic ids an operation record names (validated when the run recorded it)."""
+    """The topic ids an operation record names (validated when the run recorded it); a
+    fact operation names none."""
     if op.get("op") == "supersede":
         return [op["old"], op["new"]]
-    return list(op.get("ids", []))
+    if op.get("op") == "merge":
+        return list(op.get("ids", []))
+    return []
 
 
 def _describe(op: dict, applied: bool, refs, run: ConsolidationRun) -> dict[str, Any]:
@@ -162,6 +165,13 @@ def _describe(op: dict, applied: bool, refs, run: ConsolidationRun) -> dict[str,
     if op.get("op") == "supersede":
         old, new = (_ref(refs, i, titles) for i in (op["old"], op["new"]))
         return {**body, "old": asdict(old), "new": asdict(new)}
+    if op.get("op") == "fact":
+        return {
+            **body,
+            "key": op.get("key"),
+            "value": op.get("value"),
+            "outdated": bool(op.get("outdated")),
+        }
     into = op.get("into")
     return {
         **body,

@@ -65,9 +65,13 @@ export function consolidationSection({ api, agentId, runs, link, reload }) {
   }
 
   function operation(op) {
-    const words = op.op === "merge"
-      ? ["Merged ", ...listed(op.sources.map(link)), ...(op.into ? [" into ", link(op.into)] : [])]
-      : ["Superseded ", link(op.old), " by ", link(op.new)];
+    const words = {
+      merge: () => ["Merged ", ...listed(op.sources.map(link)), ...(op.into ? [" into ", link(op.into)] : [])],
+      supersede: () => ["Superseded ", link(op.old), " by ", link(op.new)],
+      fact: () => op.outdated
+        ? ["Marked the fact “" + op.key + "” outdated"]
+        : ["Set the fact “" + op.key + "” to “" + op.value + "”"],
+    }[op.op]();
     if (op.applied) return el("li", {}, ...words);
     return el("li", { class: "is-refused" }, "Refused: ", ...words, el("span", { class: "run-reason", text: " (" + op.reason + ")" }));
   }
