@@ -13,7 +13,12 @@ import pytest
 from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
-from memory.actions.context import RECALL_HINT, RECALLED_TOKENS, assemble_context
+from memory.actions.context import (
+    RECALL_HINT,
+    RECALLED_OUTRO,
+    RECALLED_TOKENS,
+    assemble_context,
+)
 from memory.actions.deletion import do_delete_topic
 from memory.actions.evaluation import evaluate_session
 from memory.actions.summarize import do_summarize_topic
@@ -588,6 +593,8 @@ def test_recalled_passages_come_oldest_first_so_the_latest_state_is_read_last(
     assert lines[kanra - 1] == "- 2026-01-05, Hotels:"
     assert lines[mitsui - 1] == "- 2026-02-09, Change of plan:"
     assert lines[mitsui + 1] == "> assistant: Switched to Mitsui."
+    # The question comes again after the passages, quoted: the nearest thing to the answer.
+    assert lines[-2:] == [RECALLED_OUTRO, "> Which Kyoto hotel is it?"]
 
 
 def test_recalled_passages_stay_within_their_share_of_the_request(
@@ -610,7 +617,7 @@ def test_recalled_passages_stay_within_their_share_of_the_request(
     assert sum(estimate_tokens("- " + passage) for passage in passages) <= RECALLED_TOKENS
 
 
-def test_words_said_only_in_the_assistants_reply_are_recalled_into_the_context(
+def test_words_said_only_in_the_assistants_reply_are_recalled_with_the_question_it_answered(
     session, alice, agent, fake_openai
 ):
     """What the assistant answered is part of the past chat the context recalls (the
@@ -627,5 +634,6 @@ def test_words_said_only_in_the_assistants_reply_are_recalled_into_the_context(
     do_send_message(session=session, content="Which museum did you suggest?")
 
     lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
-    assert "> assistant: Try the science museum by the harbour." in lines
+    reply = lines.index("> assistant: Try the science museum by the harbour.")
+    assert lines[reply - 1] == "> user: Any idea for Saturday?"  # the exchange, in order
     assert recall(session, {"operation": "search", "query": "museum"})["hits"] == []

@@ -47,8 +47,8 @@ RECALL_SNIPPET_CHARS = 300
 RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
 RECALL_READ_TOPIC_MESSAGES = 12
 RECALL_TURN_CHARS = 1_000
-RECALL_REPLY_CHARS = 240  # the assistant's reply that follows a recalled message
-REPLY_SEARCH_SPAN = 6  # messages after it where the reply may be (past a tool round)
+RECALL_REPLY_CHARS = 240  # the other half of a recalled message's exchange
+REPLY_SEARCH_SPAN = 6  # messages either side where that half may be (past a tool round)
 
 RecallKind = Literal["message", "topic", "notes"]
 
@@ -231,27 +231,38 @@ def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> Re
     )
 
 
-def replies_to(hits: list[RecallHit]) -> dict[int, tuple[int, str]]:
-    """For each hit on a user's message, the assistant's text reply that answered it (the
-    topic's next conversation message, when it is the assistant's, past any tool round):
-    its id and its text on one line, cut to ``RECALL_REPLY_CHARS``; keyed by the hit's
-    message id. One query."""
-    asked = [hit for hit in hits if hit.role == Message.Role.USER]
+def exchanges(hits: list[RecallHit]) -> dict[int, tuple[int, str, str]]:
+    """For each message hit, the other half of its exchange: the assistant's text reply
+    to a user's message (the topic's next conversation message, past any tool round), or
+    the user's message an assistant's reply answered (the one before it). Keyed by the
+    hit's message id: that message's id, role, and text on one line cut to
+    ``RECALL_REPLY_CHARS``. One query."""
+    asked = [hit for hit in hits if hit.seq is not None]
     if not asked:
         return {}
     wanted = Q()
     for hit in asked:
-        wanted |= Q(topic_id=hit.topic_id, seq__gt=hit.seq, seq__lte=hit.seq + REPLY_SEARCH_SPAN)
-    following: dict[int, list[Message]] = {}
+        wanted |= Q(
+            topic_id=hit.topic_id,
+            seq__gte=hit.seq - REPLY_SEARCH_SPAN,
+            seq__lte=hit.seq + REPLY_SEARCH_SPAN,
+        )
+    near: dict[int, list[Message]] = {}
     rows = Message.objects.filter(wanted).conversation().only("topic_id", "seq", "role", "content")
     for row in rows.order_by("seq"):
-        following.setdefault(row.topic_id, []).append(row)
+        near.setdefault(row.topic_id, []).append(row)
     found = {}
     for hit in asked:
-        after = next((row for row in following.get(hit.topic_id, ()) if row.seq > hit.seq), None)
-        if after is not None and after.role == Message.Role.ASSISTANT and after.content:
-            text = one_line(after.content, RECALL_REPLY_CHARS, at_word=True)
-            found[hit.message_id] = (after.pk, text)
+        rows = near.get(hit.topic_id, [])
+        if hit.role == Message.Role.USER:
+            other = next((row for row in rows if row.seq > hit.seq), None)
+            wanted_role = Message.Role.ASSISTANT
+        else:
+            other = next((row for row in reversed(rows) if row.seq < hit.seq), None)
+            wanted_role = Message.Role.USER
+        if other is not None and other.role == wanted_role and other.content:
+            text = one_line(other.content, RECALL_REPLY_CHARS, at_word=True)
+            found[hit.message_id] = (other.pk, other.role, text)
     return found
 
 
