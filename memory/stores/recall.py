@@ -12,7 +12,9 @@ Snowball stem, so "booked" finds "booking"; any word may match. The database's f
 index (memory/stores/search.py: PostgreSQL text search, SQLite FTS5) picks the
 candidates; they are ranked here, the same on both engines, by how many of the query's
 words each holds (a word rare among the candidates weighs more), newest first among
-equals. ``read_past_chat`` returns the turns around a hit by its id.
+equals. ``read_past_chat`` returns the turns around a hit by its id. The passages recalled
+into every turn's context (memory/actions/context.py) search the assistant's replies too
+and show each message with the other half of its exchange (``exchanges``).
 """
 
 from __future__ import annotations
