@@ -315,7 +315,6 @@ def test_undo_is_refused_when_an_entry_changed_since(
         ),
         ("unknown-in-merge", "unusable", "not shown"),
         ("merge-without-summary", "unusable", "summary"),
-        ("valid-then-bad", "unusable", "not shown"),
     ],
 )
 def test_an_unusable_answer_changes_nothing(
@@ -325,9 +324,6 @@ def test_an_unusable_answer_changes_nothing(
     scripted = {
         "unknown-in-merge": {"operations": [merge(ledger) | {"ids": [ledger.pk, 424242]}]},
         "merge-without-summary": {"operations": [merge(ledger, again, summary="  ")]},
-        "valid-then-bad": {
-            "operations": [merge(ledger, again), {"op": "supersede", "old": ledger.pk, "new": -3}]
-        },
     }
     answer = scripted.get(answer, answer) if isinstance(answer, str) else answer
     if isinstance(answer, str):
@@ -343,6 +339,34 @@ def test_an_unusable_answer_changes_nothing(
     assert says in run["detail"]
     assert scope_basis(scope) == basis and block(session) == text
     assert not MemoryDecision.objects.exists()
+
+
+def test_an_unusable_operation_is_refused_on_its_own_and_the_usable_ones_apply(
+    as_alice, fake_openai, agent, session, scope_topics
+):
+    """Each operation is checked as the user's input would be: one naming an entry the
+    model was not shown is refused with the reason, and the merge beside it applies."""
+    ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
+    bad = {"op": "supersede", "old": ledger.pk, "new": -3}
+    fake_openai.reply_json({"operations": [merge(ledger, again), bad]})
+
+    run = consolidate(as_alice, agent).json()
+
+    assert run["status"] == "applied"
+    assert [op["op"] for op in run["applied"]] == ["merge"]
+    (refused,) = run["refused"]
+    assert refused["op"] == "unusable" and "not shown: -3" in refused["reason"]
+    assert json.loads(refused["proposed"]) == bad
+    listed = [op for op in run["operations"] if not op["applied"]]
+    assert listed == [
+        {
+            "op": "unusable",
+            "applied": False,
+            "reason": refused["reason"],
+            "proposed": refused["proposed"],
+        }
+    ]
+    assert not Topic.objects.get(pk=ledger.pk).keep_in_memory  # merged away into the other
 
 
 def test_the_stable_prefix_is_byte_identical_after_a_consolidation_that_changes_nothing(

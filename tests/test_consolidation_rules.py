@@ -238,14 +238,28 @@ def test_an_unusable_fact_op_changes_nothing_and_says_why(
 ):
     before = fact(alice, agent, "city")
     block_before = block(session)
-    lisbon, moved = entries_of(session)
-    supersede = {"op": "supersede", "old": lisbon.pk, "new": moved.pk}  # usable on its own
-    fake_openai.reply_json({"operations": [supersede, operation]})
+    fake_openai.reply_json({"operations": [operation]})
 
     run = do_consolidate(agent=agent, user=alice)
 
     assert run.status == "unusable" and said in run.detail, run.detail
     assert fact(alice, agent, "city") == before and block(session) == block_before
+
+
+def test_an_unusable_fact_op_beside_a_usable_supersede_is_refused_alone(
+    fake_openai, facts, alice, agent, session
+):
+    before = fact(alice, agent, "city")
+    lisbon, moved = entries_of(session)
+    supersede = {"op": "supersede", "old": lisbon.pk, "new": moved.pk}
+    fake_openai.reply_json({"operations": [supersede, fact_op("hometown", "Porto")]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "applied" and [op["op"] for op in run.applied] == ["supersede"]
+    (refused,) = run.refused
+    assert "names a fact that was not shown: 'hometown'" in refused["reason"]
+    assert fact(alice, agent, "city") == before
 
 
 def entries_of(session):

@@ -187,15 +187,27 @@ def _line(entry: ConsolidationEntry) -> str:
 
 def parse_consolidation_answer(
     answer: object, *, known: set[int], facts: dict[str, Any] | None = None
-) -> list[Operation | FactOperation]:
-    """The operations of an answer, or UnusableAnswer: all of it is usable, or none.
+) -> tuple[list[Operation | FactOperation], list[dict[str, Any]]]:
+    """The usable operations of an answer, and a refusal record for each unusable one (an
+    id or key the model was not shown, a merge without a summary...): each operation is
+    checked on its own, as the user's input would be. UnusableAnswer when the answer has
+    no operations list, too many, or not one usable operation: then nothing changes.
     ``known``: the entry ids the model was shown; ``facts``: the facts it was shown."""
     if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
         raise UnusableAnswer('the answer has no "operations" list')
     raw = answer["operations"]
     if len(raw) > MAX_OPERATIONS:
         raise UnusableAnswer(f"{len(raw)} operations proposed (at most {MAX_OPERATIONS})")
-    return [_operation(item, known=known, facts=facts or {}, index=i) for i, item in enumerate(raw)]
+    usable, unusable = [], []
+    for index, item in enumerate(raw):
+        try:
+            usable.append(_operation(item, known=known, facts=facts or {}, index=index))
+        except UnusableAnswer as err:
+            proposed = one_line(json.dumps(item, ensure_ascii=False, default=str), 300)
+            unusable.append({"op": "unusable", "proposed": proposed, "reason": str(err)})
+    if unusable and not usable:
+        raise UnusableAnswer("; ".join(refusal["reason"] for refusal in unusable[:3]))
+    return usable, unusable
 
 
 def _operation(
@@ -344,7 +356,7 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
         run.proposal = _proposal(prepared.answer)
         try:
             known = {entry.topic_id for entry in prepared.entries}
-            operations = parse_consolidation_answer(
+            operations, unusable = parse_consolidation_answer(
                 prepared.answer, known=known, facts=prepared.facts
             )
         except UnusableAnswer as err:
@@ -352,7 +364,8 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             return True
         run.block_before = scope_block(scope, budget=budget)
         outcome = _apply(run, operations, topics, document=document, agent=agent, user=user)
-        run.applied, run.refused, run.snapshot = outcome.applied, outcome.refused, outcome.snapshot
+        run.applied, run.snapshot = outcome.applied, outcome.snapshot
+        run.refused = unusable + outcome.refused
         run.result = {key: topic_fields(topics[int(key)]) for key in outcome.snapshot}
         run.block_after = scope_block(scope, budget=budget)
         if outcome.applied:

@@ -165,6 +165,8 @@ def _describe(op: dict, applied: bool, refs, run: ConsolidationRun) -> dict[str,
     if op.get("op") == "supersede":
         old, new = (_ref(refs, i, titles) for i in (op["old"], op["new"]))
         return {**body, "old": asdict(old), "new": asdict(new)}
+    if op.get("op") == "unusable":  # as the model wrote it: it named nothing we know
+        return {**body, "proposed": op.get("proposed", "")}
     if op.get("op") == "fact":
         return {
             **body,

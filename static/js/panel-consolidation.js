@@ -71,6 +71,7 @@ export function consolidationSection({ api, agentId, runs, link, reload }) {
       fact: () => op.outdated
         ? ["Marked the fact “" + op.key + "” outdated"]
         : ["Set the fact “" + op.key + "” to “" + op.value + "”"],
+      unusable: () => ["Could not use “" + op.proposed + "”"],
     }[op.op]();
     if (op.applied) return el("li", {}, ...words);
     return el("li", { class: "is-refused" }, "Refused: ", ...words, el("span", { class: "run-reason", text: " (" + op.reason + ")" }));
