@@ -63,6 +63,33 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     assert "Offsite city: We chose Lisbon" in run.block_after
 
 
+def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies(
+    fake_openai, alice, agent, session
+):
+    """A supersede says the later entry reversed the earlier one's decision: about one
+    subject, checked like a merge (the real 1.5B model deprecated unrelated entries)."""
+    lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30)
+    ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
+    porto = in_memory(session, "Offsite city changed", "The offsite moves to Porto.", 10)
+    fake_openai.reply_json(
+        {
+            "operations": [
+                {"op": "supersede", "old": ledger.pk, "new": porto.pk},
+                {"op": "supersede", "old": lisbon.pk, "new": porto.pk},
+            ]
+        }
+    )
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    (applied,) = run.applied
+    assert (applied["old"], applied["new"]) == (lisbon.pk, porto.pk) and fresh(lisbon).deprecated
+    (refused,) = run.refused
+    assert (refused["old"], refused["new"]) == (ledger.pk, porto.pk)
+    assert refused["reason"].startswith("unrelated: entry #")
+    assert not fresh(ledger).deprecated
+
+
 def test_the_entry_sharing_least_with_the_rest_of_a_merge_is_named():
     texts = {
         1: entry_text("Ledger storage", "Ledger on PostgreSQL."),
@@ -246,20 +273,17 @@ def test_an_unusable_fact_op_changes_nothing_and_says_why(
     assert fact(alice, agent, "city") == before and block(session) == block_before
 
 
-def test_an_unusable_fact_op_beside_a_usable_supersede_is_refused_alone(
+def test_an_unusable_fact_op_beside_a_usable_one_is_refused_alone(
     fake_openai, facts, alice, agent, session
 ):
-    before = fact(alice, agent, "city")
-    lisbon, moved = entries_of(session)
-    supersede = {"op": "supersede", "old": lisbon.pk, "new": moved.pk}
-    fake_openai.reply_json({"operations": [supersede, fact_op("hometown", "Porto")]})
+    fake_openai.reply_json({"operations": [fact_op("city", "Porto"), fact_op("hometown", "Porto")]})
 
     run = do_consolidate(agent=agent, user=alice)
 
-    assert run.status == "applied" and [op["op"] for op in run.applied] == ["supersede"]
+    assert run.status == "applied" and [op["key"] for op in run.applied] == ["city"]
     (refused,) = run.refused
     assert "names a fact that was not shown: 'hometown'" in refused["reason"]
-    assert fact(alice, agent, "city") == before
+    assert fact(alice, agent, "city")["value"] == "Porto"
 
 
 def entries_of(session):

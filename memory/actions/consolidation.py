@@ -448,10 +448,11 @@ def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> 
         if curated:
             names = ", ".join(f"#{i}" for i in curated)
             return f"entry {names} was curated by the user: the consolidator may not merge it away"
-        texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
-        unrelated = unrelated_entry(texts)
-        if unrelated is not None:
-            return unrelated_reason(*unrelated)
+    # A merge, and a supersede too, says its entries are about one subject: checked.
+    texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
+    unrelated = unrelated_entry(texts)
+    if unrelated is not None:
+        return unrelated_reason(*unrelated)
     deprecated = [i for i in operation.ids if topics[i].deprecated]
     if deprecated:
         names = ", ".join(f"#{i}" for i in deprecated)

@@ -86,7 +86,7 @@ def unrelated_entry(
 
 def unrelated_reason(topic_id: int, similarity: float) -> str:
     return (
-        f"unrelated: entry #{topic_id} shares too little with the other entries of the merge "
+        f"unrelated: entry #{topic_id} shares too little with the other entries it names "
         f"(subject similarity {similarity:.2f}, below {SAME_SUBJECT_THRESHOLD:.2f})"
     )
 
