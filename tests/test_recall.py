@@ -637,3 +637,19 @@ def test_words_said_only_in_the_assistants_reply_are_recalled_with_the_question_
     reply = lines.index("> assistant: Try the science museum by the harbour.")
     assert lines[reply - 1] == "> user: Any idea for Saturday?"  # the exchange, in order
     assert recall(session, {"operation": "search", "query": "museum"})["hits"] == []
+
+
+def test_several_topic_summaries_are_recalled_not_only_the_first(
+    session, alice, agent, fake_openai
+):
+    """A summary is no message: it has no exchange, and two of them are two passages."""
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    past_topic(earlier_session, title="Jam", summary="Quince jam: two jars made in October.")
+    past_topic(earlier_session, title="Baking", summary="A quince tart for the party.")
+    fake_openai.reply_text("Jam and a tart.")
+
+    do_send_message(session=session, content="What did I make with the quinces?")
+
+    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    assert "> Quince jam: two jars made in October." in lines
+    assert "> A quince tart for the party." in lines

@@ -375,15 +375,16 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
     shown: set[int] = set()
     spent = 0
     for hit in hits:  # best first, as many as the share allows
-        other = halves.get(hit.message_id)
-        if hit.message_id in shown:  # already there, as the other half of an exchange
-            continue
+        if hit.message_id is not None and hit.message_id in shown:
+            continue  # already there, as the other half of an exchange
+        other = halves.get(hit.message_id) if hit.message_id is not None else None
         record = _recalled_record(hit, other)
         cost = estimate_tokens(record)
         if spent + cost > RECALLED_TOKENS:
             continue
         spent += cost
-        shown.update([hit.message_id, *([other[0]] if other else [])])
+        if hit.message_id is not None:
+            shown.update([hit.message_id, *([other[0]] if other else [])])
         chosen.append((hit.at, record))
     if not chosen:
         return ""
