@@ -612,7 +612,7 @@ def test_recalled_passages_stay_within_their_share_of_the_request(
     do_send_message(session=session, content="What did I plan for the garden?")
 
     recalled = fake_openai.requests[0]["messages"][-1]["content"]
-    passages = recalled.split("\n- ")[1:]
+    passages = recalled.split(f"\n{RECALLED_OUTRO}")[0].split("\n- ")[1:]
     assert 1 < len(passages) < RECALL_MAX_HITS  # several, not all: the share is spent
     assert sum(estimate_tokens("- " + passage) for passage in passages) <= RECALLED_TOKENS
 

@@ -360,10 +360,11 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
     )
     if not settings.RECALL_IN_CONTEXT or not query.strip():
         return ""
+    query = query[:QUERY_MAX_CHARS]
     try:
         hits = search_past_chats(
             session=session,
-            query=query[:QUERY_MAX_CHARS],
+            query=query,
             limit=RECALL_MAX_HITS,
             exclude_topic_id=active_topic_id,
             replies=True,
@@ -390,7 +391,7 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         return ""
     chosen.sort(key=lambda pair: pair[0])  # oldest first: the newest state is read last
     records = [record for _, record in chosen]
-    asked = quoted_block(query[:QUERY_MAX_CHARS])
+    asked = quoted_block(query)
     return _section(RECALLED_TITLE, "\n".join([RECALLED_INTRO, *records, RECALLED_OUTRO, asked]))
 
 

@@ -29,7 +29,13 @@ from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
 from memory.admin.consolidation import consolidate_scopes
-from memory.admin.scope import OrganizationScoped, SuperuserChanges, confine_auth_admin
+from memory.admin.scope import (
+    AuditTrail,
+    KeptAuditTrail,
+    OrganizationScoped,
+    SuperuserChanges,
+    confine_auth_admin,
+)
 from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
 from memory.lib.errors import Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
@@ -472,7 +478,7 @@ class ImportantInfoAdmin(OrganizationScoped, admin.ModelAdmin):
 
 
 @admin.register(MemoryDecision)
-class MemoryDecisionAdmin(OrganizationScoped, admin.ModelAdmin):
+class MemoryDecisionAdmin(AuditTrail, OrganizationScoped, admin.ModelAdmin):
     organization_path = "topic__session__organization"
     list_display = [
         "created_at",
@@ -492,15 +498,9 @@ class MemoryDecisionAdmin(OrganizationScoped, admin.ModelAdmin):
     ]
     search_fields = ["topic_title", "topic__title"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Deletion)
-class DeletionAdmin(OrganizationScoped, admin.ModelAdmin):
+class DeletionAdmin(KeptAuditTrail, OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "kind",
@@ -515,15 +515,6 @@ class DeletionAdmin(OrganizationScoped, admin.ModelAdmin):
         "memory_topics",
     ]
     list_filter = ["kind", "via", "agent", "organization"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 # Staff who are not superusers are confined to their organizations (memory/admin/scope.py).

@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
-from memory.admin.scope import OrganizationScoped
+from memory.admin.scope import KeptAuditTrail, OrganizationScoped
 from memory.lib.errors import Refused
 from memory.models import ConsolidationRun, MemoryDecision
 
@@ -77,7 +77,7 @@ def undo_runs(modeladmin, request, queryset):
 
 
 @admin.register(ConsolidationRun)
-class ConsolidationRunAdmin(OrganizationScoped, admin.ModelAdmin):
+class ConsolidationRunAdmin(KeptAuditTrail, OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "user",
@@ -114,15 +114,6 @@ class ConsolidationRunAdmin(OrganizationScoped, admin.ModelAdmin):
     readonly_fields = fields
     inlines = [ConsolidationDecisionInline]
     actions = [undo_runs, consolidate_scopes]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="applied")
     def applied_count(self, run):

@@ -98,6 +98,24 @@ class SuperuserChanges:
         return request.user.is_superuser and super().has_delete_permission(request, obj)
 
 
+class AuditTrail:
+    """A ModelAdmin mixin for records the system writes (decisions, deletions, runs): they
+    are viewed, never added or edited by hand."""
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class KeptAuditTrail(AuditTrail):
+    """...nor deleted: what they record must outlive what it was about."""
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 _PRIVILEGES = ("is_superuser", "is_staff", "groups", "user_permissions")
 
 
