@@ -60,30 +60,23 @@ logger = logging.getLogger(__name__)
 # following turns, and one huge result must not crowd out the conversation.
 MAX_TOOL_RESULT_CHARS = 20_000
 
+# Every request carries these schemas, so every word of them is paid for on every turn
+# (a small model reads them at ~70 tokens/s): say what the model needs to choose and call
+# a tool, no more. The rules themselves are enforced by the handlers, whatever is said here.
 _SCHEMAS: dict[str, dict] = {
     "notes": {
         "description": (
-            "The current topic's notes: working context, decisions and reasoning as they "
-            "are made. They are shown to you at the start of every turn of this topic and "
-            "archived when the topic closes. $set appends an entry (never overwrites); "
-            "read returns the notes of the current topic, or of another topic of this "
-            "session given its topic_id, with that topic's title and summary (earlier "
-            "topics past the newest few are listed by title only); update replaces the "
-            "whole content when your understanding changed. Move facts that must never be "
-            "lost to important_info."
+            "This topic's working notes (decisions, drafts), shown to you on every turn of "
+            "it. $set appends; update replaces them all; read returns them, or another "
+            "topic's of this session (topic_id) with its summary. Facts that must never "
+            "be lost go to important_info."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "operation": {"type": "string", "enum": ["$set", "read", "update"]},
-                "content": {
-                    "type": "string",
-                    "description": "$set: the entry to append. update: the full new notes.",
-                },
-                "topic_id": {
-                    "type": "integer",
-                    "description": "read only: a topic of this session (default: current).",
-                },
+                "content": {"type": "string", "description": "$set, update: the text."},
+                "topic_id": {"type": "integer", "description": "read: default current."},
             },
             "required": ["operation"],
             "additionalProperties": False,
@@ -91,20 +84,17 @@ _SCHEMAS: dict[str, dict] = {
     },
     "important_info": {
         "description": (
-            "Durable facts about this user that must always be exactly right: names, "
-            "configuration values, identities, standing decisions. Shown to you in full on "
-            "every turn of every session, never summarized. $set creates or updates the "
-            "entry under key; read returns all entries, or one when key is given, with who "
-            "set it, when, and its earlier values; $unset deletes the entry under key. A "
-            "fact the user set is theirs: you cannot overwrite or $unset it (tell the user "
-            "instead); you may change the facts you set."
+            "Durable facts about this user that must stay exact (names, settings, standing "
+            "decisions), shown in every session. $set key to value; read all, or one key "
+            "with its history; $unset key. A fact the user set is theirs: you cannot "
+            "change it."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "operation": {"type": "string", "enum": ["$set", "read", "$unset"]},
-                "key": {"type": "string", "description": "The fact's name."},
-                "value": {"description": "$set only: the fact's value (any JSON value)."},
+                "key": {"type": "string"},
+                "value": {"description": "$set: any JSON value."},
             },
             "required": ["operation"],
             "additionalProperties": False,
@@ -112,22 +102,15 @@ _SCHEMAS: dict[str, dict] = {
     },
     "manage_topic_memory": {
         "description": (
-            "Curate cross-session memory. promote: this topic's summary is remembered in "
-            "every future session. demote: it is no longer remembered. deprecate: the "
-            "decision it holds was reversed; only its title stays, flagged [DEPRECATED]. "
-            "Acts on the current topic, or on any earlier topic of yours with this user, "
-            "this session's or an earlier session's, given its topic_id (the N of [#N] in "
-            "the persistent-memory and earlier-topics blocks). Once the user has chosen "
-            "for a topic, their choice stands: you cannot deprecate it then."
+            "Whether a topic is remembered in future sessions: promote, demote, or "
+            "deprecate (its decision was reversed). The current topic, or topic_id: the N "
+            "of [#N] in your memory. The user's own choice for a topic stands."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": ["promote", "demote", "deprecate"]},
-                "topic_id": {
-                    "type": "integer",
-                    "description": "The N of a topic's [#N] (default: the current topic).",
-                },
+                "topic_id": {"type": "integer"},
             },
             "required": ["action"],
             "additionalProperties": False,
@@ -135,27 +118,21 @@ _SCHEMAS: dict[str, dict] = {
     },
     "recall": {
         "description": (
-            "Search your past chats with this user: their own messages, the titles and "
-            "summaries of earlier topics (remembered or not) and archived notes, in every "
-            "session. Use it when the user asks about something said in an earlier "
-            "conversation that your memory and facts do not answer. search: query is a few "
-            "keywords the user would have used (names, places, things); hits come best "
-            "first, each with its date, topic and ids. read: the turns around a hit given "
-            "its message_id, or a whole topic given its topic_id. When nothing is found, "
-            "say that you do not know."
+            "Search your past chats with this user (messages, topics, notes of every "
+            "session) for what your memory does not hold. search: query, a few keywords; "
+            "hits best first, dated, with ids. read: the turns around a message_id, or a "
+            "topic_id."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "operation": {"type": "string", "enum": ["search", "read"]},
-                "query": {"type": "string", "description": "search: the keywords."},
-                "message_id": {"type": "integer", "description": "read: a hit's message_id."},
-                "topic_id": {"type": "integer", "description": "read: a hit's topic_id."},
+                "query": {"type": "string"},
+                "message_id": {"type": "integer"},
+                "topic_id": {"type": "integer"},
                 "limit": {
                     "type": "integer",
-                    "description": (
-                        f"search: how many hits, 1 to {RECALL_MAX_HITS} ({RECALL_DEFAULT_HITS})."
-                    ),
+                    "description": f"1 to {RECALL_MAX_HITS} ({RECALL_DEFAULT_HITS}).",
                 },
             },
             "required": ["operation"],
