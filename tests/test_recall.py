@@ -534,8 +534,10 @@ def test_the_latest_message_recalls_an_earlier_sessions_detail_into_the_context(
     do_send_message(session=session, content="Which hotel did we book in Kyoto?")
 
     sent = fake_openai.requests[0]["messages"]
-    recalled = sent[-1]
-    assert recalled["role"] == "system"  # after the window: the rest of the prompt is cached
+    recalled, asked = sent[-2:]
+    # Right before the message it answers: everything before it stays cached.
+    assert recalled["role"] == "system"
+    assert asked == {"role": "user", "content": "Which hotel did we book in Kyoto?"}
     assert recalled["content"].startswith("## Recalled from earlier conversations\n")
     lines = recalled["content"].splitlines()
     assert f"> user: {KYOTO}" in lines  # quoted, as data, with the answer it got
@@ -586,15 +588,17 @@ def test_recalled_passages_come_oldest_first_so_the_latest_state_is_read_last(
 
     do_send_message(session=session, content="Which Kyoto hotel is it?")
 
-    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    recalled, asked = fake_openai.requests[0]["messages"][-2:]
+    lines = recalled["content"].splitlines()
     kanra = lines.index("> user: Our Kyoto hotel is the Hotel Kanra, Kyoto hotel.")
     mitsui = lines.index("> user: Kanra cancelled: Mitsui Garden in Kyoto now.")
     assert kanra < mitsui
     assert lines[kanra - 1] == "- 2026-01-05, Hotels:"
     assert lines[mitsui - 1] == "- 2026-02-09, Change of plan:"
     assert lines[mitsui + 1] == "> assistant: Switched to Mitsui."
-    # The question comes again after the passages, quoted: the nearest thing to the answer.
-    assert lines[-2:] == [RECALLED_OUTRO, "> Which Kyoto hotel is it?"]
+    # The question follows the passages: the nearest thing to the answer.
+    assert lines[-1] == RECALLED_OUTRO
+    assert asked == {"role": "user", "content": "Which Kyoto hotel is it?"}
 
 
 def test_recalled_passages_stay_within_their_share_of_the_request(
@@ -611,7 +615,7 @@ def test_recalled_passages_stay_within_their_share_of_the_request(
 
     do_send_message(session=session, content="What did I plan for the garden?")
 
-    recalled = fake_openai.requests[0]["messages"][-1]["content"]
+    recalled = fake_openai.requests[0]["messages"][-2]["content"]
     passages = recalled.split(f"\n{RECALLED_OUTRO}")[0].split("\n- ")[1:]
     assert 1 < len(passages) < RECALL_MAX_HITS  # several, not all: the share is spent
     assert sum(estimate_tokens("- " + passage) for passage in passages) <= RECALLED_TOKENS
@@ -633,7 +637,7 @@ def test_words_said_only_in_the_assistants_reply_are_recalled_with_the_question_
 
     do_send_message(session=session, content="Which museum did you suggest?")
 
-    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    lines = fake_openai.requests[0]["messages"][-2]["content"].splitlines()
     reply = lines.index("> assistant: Try the science museum by the harbour.")
     assert lines[reply - 1] == "> user: Any idea for Saturday?"  # the exchange, in order
     assert recall(session, {"operation": "search", "query": "museum"})["hits"] == []
@@ -650,6 +654,6 @@ def test_several_topic_summaries_are_recalled_not_only_the_first(
 
     do_send_message(session=session, content="What did I make with the quinces?")
 
-    lines = fake_openai.requests[0]["messages"][-1]["content"].splitlines()
+    lines = fake_openai.requests[0]["messages"][-2]["content"].splitlines()
     assert "> Quince jam: two jars made in October." in lines
     assert "> A quince tart for the party." in lines

@@ -195,8 +195,8 @@ def assemble_context(
     # request still extends the one before it (the window is cached too).
     messages.append({"role": "system", "content": volatile.parts[0].text})
     messages.extend(window)
-    if recalled:  # after the window: it changes every turn, the rest stays cached
-        messages.append({"role": "system", "content": recalled})
+    if recalled:  # just before the message it answers: everything before it stays cached
+        messages.insert(_latest_user_index(messages), {"role": "system", "content": recalled})
     if working_memory.strip():
         messages.append({"role": "system", "content": working_memory.strip()})
     return ContextStack(
@@ -344,8 +344,8 @@ RECALLED_INTRO = (
     "the current state. They may be unrelated. The recall tool finds more:"
 )
 RECALLED_OUTRO = (
-    "When they answer the user's latest message, quoted again below, answer from them (the "
-    "latest state); when neither they nor your memory do, say that you do not know."
+    "When they answer the user's message that follows, answer from them (the latest "
+    "state); when neither they nor your memory do, say that you do not know."
 )
 RECALLED_TOKENS = 600  # the passages' share of the request, best first until it is spent
 
@@ -391,8 +391,12 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         return ""
     chosen.sort(key=lambda pair: pair[0])  # oldest first: the newest state is read last
     records = [record for _, record in chosen]
-    asked = quoted_block(query)
-    return _section(RECALLED_TITLE, "\n".join([RECALLED_INTRO, *records, RECALLED_OUTRO, asked]))
+    return _section(RECALLED_TITLE, "\n".join([RECALLED_INTRO, *records, RECALLED_OUTRO]))
+
+
+def _latest_user_index(messages: list[dict]) -> int:
+    """Where the user's latest message is (the recalled passages go right before it)."""
+    return max(index for index, message in enumerate(messages) if message["role"] == "user")
 
 
 def _recalled_record(hit, other: tuple[int, str, str] | None) -> str:
