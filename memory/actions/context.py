@@ -16,9 +16,10 @@ cache keeps hitting from turn to turn:
    returns any one's summary), deprecated ones by title only with their flag. The block is
    capped at ``EARLIER_TOPICS_TOKEN_BUDGET`` with the oldest dropped first (reported, like
    persistent memory's, in ``dropped_earlier_topics``).
-3. volatile suffix: the active topic's trailing window of at most
-   ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, then the
-   working memory as a last system message.
+3. volatile suffix: today's date, the active topic's trailing window of at most
+   ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, with the
+   passages recalled from earlier conversations for the user's latest message right
+   before it (``RECALL_IN_CONTEXT``), then the working memory as a last system message.
 
 The window is cache-aligned: it is trimmed ``ACTIVE_WINDOW_BLOCK`` messages at a time, at
 fixed positions of the topic (from its 17th, 33rd, 49th... message with the defaults), not
