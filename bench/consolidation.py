@@ -87,6 +87,7 @@ class Scope:
     def grow(self, session_number: int, entries: list[dict]) -> None:
         from memory.models import Session, Topic
         from memory.stores.consolidation import topic_fields
+        from memory.stores.persistent import invalidate_persistent_memory
 
         session = Session.objects.start(user=self.user, agent=self.agent)
         for minute, entry in enumerate(entries):
@@ -108,6 +109,8 @@ class Scope:
             self.label[topic.pk] = entry
             if curated:
                 self.curated[topic.pk] = topic_fields(topic)
+        # As a promotion does: the block a consolidation read and cached is stale now.
+        invalidate_persistent_memory(session.memory_scope_key)
 
     def measure(self, *, reversed_ids: set[str]) -> dict:
         from memory.models import Session, Topic
