@@ -10,13 +10,17 @@ ones the test half (a pair is in a half when both its entries are). On the tune 
 chooses the two thresholds the way the module's docstring says (the merge check: the best
 true-positive rate less false-positive rate, the lowest of equals; the offline pass: the
 lowest at which every accepted pair is one subject), then scores on the test half the
-thresholds the product uses (the offline pass also asks ``NEAR_DUPLICATE_MIN_SHARED``
+thresholds the product uses (the offline pass also asks ``MIN_SHARED_TERMS``
 shared terms): precision and recall of "same subject", the share of
 different subjects told apart (specificity) and, for the merge check, the precision a
 model would see if it proposed as many unrelated merges as related ones (a 1:1 prior;
-the fixture's pairs are 3 % one subject). Pairs in different scripts are left out (the
-check leaves them to the model) and counted. A last row per check scores every pair of
-the fixture (both halves and the pairs across them), for reading only.
+the fixture's pairs are 3 % one subject). The ``group`` rows score the rule that puts two
+entries in one group for a model to consider (the merge threshold with two shared terms,
+or one shared term and a cosine of at least ``ONE_TERM_THRESHOLD``, chosen on the tune half
+as the lowest that loses no precision against asking two terms always), for reading.
+Pairs in different scripts are left out (the check leaves them to the model) and counted.
+A last row per check scores every pair of the fixture (both halves and the pairs across
+them), for reading only.
 
 Prints a table and a last JSON line ``{"bench": "consolidation_similarity", ...}``.
 Targets (test half): the merge check keeps recall >= 0.85 and specificity >= 0.9 (1:1
@@ -36,8 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory.actions.consolidation_rules import (  # noqa: E402  (needs the sys.path line above)
-    NEAR_DUPLICATE_MIN_SHARED,
+    MIN_SHARED_TERMS,
     NEAR_DUPLICATE_THRESHOLD,
+    ONE_TERM_THRESHOLD,
     SAME_SUBJECT_THRESHOLD,
     entry_text,
 )
@@ -45,7 +50,7 @@ from memory.drift.textstats import subject_overlap  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]
-OFFLINE_RULE = {"min_shared": NEAR_DUPLICATE_MIN_SHARED}
+OFFLINE_RULE = {"min_shared": MIN_SHARED_TERMS}
 TARGETS = {"merge_recall": 0.85, "merge_specificity": 0.9, "offline_precision": 0.9}
 
 
@@ -80,13 +85,18 @@ def pairs(entries: list[dict]) -> tuple[list[Pair], int]:
     return kept, skipped
 
 
-def score(pairs_: list[Pair], threshold: float, *, min_shared: int = 1) -> dict:
-    """How well "similarity >= threshold (sharing min_shared terms)" tells one subject."""
+def score(
+    pairs_: list[Pair], threshold: float, *, min_shared: int = 1, one_term: float | None = None
+) -> dict:
+    """How well "similarity >= threshold (sharing min_shared terms, or one term with a
+    similarity of at least one_term)" tells one subject."""
     same = [pair for pair in pairs_ if pair.same]
     different = [pair for pair in pairs_ if not pair.same]
 
     def accepts(pair: Pair) -> bool:
-        return pair.similarity >= threshold and pair.shared >= min_shared
+        if pair.similarity < threshold:
+            return False
+        return pair.shared >= min_shared or (one_term is not None and pair.similarity >= one_term)
 
     true_pos = sum(map(accepts, same))
     false_pos = sum(map(accepts, different))
@@ -111,6 +121,18 @@ def choose_merge_threshold(pairs_: list[Pair]) -> float:
     return min(t for t in GRID if score(pairs_, t)["youden"] == best)
 
 
+def choose_one_term_threshold(pairs_: list[Pair]) -> float:
+    """For the groups a model is shown: the lowest cosine at which a pair sharing one term
+    joins a group without losing precision against sharing two terms always."""
+    strict = score(pairs_, SAME_SUBJECT_THRESHOLD, **OFFLINE_RULE)["precision"]
+    return min(
+        t
+        for t in GRID
+        if t >= SAME_SUBJECT_THRESHOLD
+        and score(pairs_, SAME_SUBJECT_THRESHOLD, **OFFLINE_RULE, one_term=t)["precision"] >= strict
+    )
+
+
 def choose_offline_threshold(pairs_: list[Pair]) -> float:
     """The lowest threshold at which every accepted pair is one subject."""
     return min(t for t in GRID if score(pairs_, t, **OFFLINE_RULE)["precision"] == 1.0)
@@ -125,12 +147,21 @@ def run(path: Path) -> dict:
     chosen = {
         "merge": choose_merge_threshold(tune_pairs),
         "offline": choose_offline_threshold(tune_pairs),
+        "one_term": choose_one_term_threshold(tune_pairs),
     }
-    used = {"merge": SAME_SUBJECT_THRESHOLD, "offline": NEAR_DUPLICATE_THRESHOLD}
-    rules = {"merge": {}, "offline": OFFLINE_RULE}
+    used = {
+        "merge": SAME_SUBJECT_THRESHOLD,
+        "offline": NEAR_DUPLICATE_THRESHOLD,
+        "one_term": ONE_TERM_THRESHOLD,
+    }
+    # "group": the rule that puts entries in one group for a model to consider (the merge
+    # threshold, and two shared terms or one with a high cosine), scored for reading.
+    used_by = {**used, "group": SAME_SUBJECT_THRESHOLD}
+    group_rule = {**OFFLINE_RULE, "one_term": ONE_TERM_THRESHOLD}
+    rules = {"merge": {}, "offline": OFFLINE_RULE, "group": group_rule}
     rows = {
-        f"{check} {half}": score(half_pairs, used[check], **rules[check])
-        for check in ("merge", "offline")
+        f"{check} {half}": score(half_pairs, used_by[check], **rules[check])
+        for check in ("merge", "offline", "group")
         for half, half_pairs in (("tune", tune_pairs), ("test", test_pairs), ("all", all_pairs))
     }
     merge, offline = rows["merge test"], rows["offline test"]

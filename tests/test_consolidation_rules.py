@@ -7,7 +7,7 @@ configured. The thresholds are measured by bench/consolidation_similarity.py.
 import pytest
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
-from memory.actions.consolidation_rules import entry_text, unrelated_entry
+from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
 from tests.memory_builders import add_topic
@@ -38,7 +38,9 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 30)
     again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 20)
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 10)
+    in_memory(session, "Offsite dates", "The offsite is the first week of May.", 8)
     weather = in_memory(session, "Weather chat", "Small talk about rain.", 5)
+    in_memory(session, "Weather again", "More small talk about the rain.", 4)
     before = {t.pk: topic_fields(t) for t in (lisbon, weather)}
     fake_openai.reply_json(
         {
@@ -70,6 +72,7 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     subject, checked like a merge (the real 1.5B model deprecated unrelated entries)."""
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30)
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
+    in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 15)
     porto = in_memory(session, "Offsite city changed", "The offsite moves to Porto.", 10)
     fake_openai.reply_json(
         {
@@ -103,6 +106,55 @@ def test_the_entry_sharing_least_with_the_rest_of_a_merge_is_named():
     # Japanese beside English: words cannot compare them, so the model's judgement stands.
     mixed = {1: "Learning Japanese\nGenki I.", 2: "日本語の勉強\n漢字を毎日。"}
     assert unrelated_entry(mixed) is None
+
+
+# --- what the model is shown: entries that may share a subject, in groups ----------------------
+
+
+def test_entries_are_grouped_by_subject_and_one_alone_is_in_no_group():
+    texts = {
+        1: entry_text("Ledger storage", "Ledger on PostgreSQL."),
+        2: entry_text("Offsite city", "We chose Lisbon for the offsite."),
+        3: entry_text("Weather chat", "Small talk about rain."),
+        4: entry_text("Ledger database", "Ledger stays on PostgreSQL 16."),
+        5: entry_text("Offsite moved", "The offsite moves to Porto."),
+        6: entry_text("日本語の勉強", "漢字を毎日。"),
+    }
+    assert subject_groups(texts) == [[1, 4], [2, 5]]
+
+
+def test_the_model_is_not_asked_when_no_two_entries_share_a_subject(
+    fake_openai, alice, agent, session
+):
+    in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
+    in_memory(session, "Weather chat", "Small talk about rain.", 10)
+    in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 5)
+    before = block(session)
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert fake_openai.requests == []
+    assert (run.status, run.entries_sent) == ("nothing", 0)
+    assert run.detail == "no two entries share a subject, nor one with a fact"
+    assert block(session) == before
+
+
+def test_the_model_picks_among_neighbours_only(fake_openai, alice, agent, session):
+    """The small talk that shares its subject with nothing is not shown: a small model shown
+    the whole block named entries of different subjects together."""
+    ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
+    weather = in_memory(session, "Weather chat", "Small talk about rain.", 10)
+    again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 5)
+    fake_openai.reply_json({"operations": [merge(ledger, weather)]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    content = fake_openai.requests[0]["messages"][1]["content"]
+    assert content.splitlines()[1] == "Group 1:"
+    assert f'"id": {ledger.pk},' in content and f'"id": {again.pk},' in content
+    assert "Weather" not in content
+    assert run.status == "unusable" and "was not shown" in run.detail
+    assert fresh(weather).keep_in_memory and fresh(ledger).keep_in_memory
 
 
 # --- the offline pass -------------------------------------------------------------------------

@@ -70,13 +70,16 @@ from memory.actions.consolidation_facts import (
 )
 from memory.actions.consolidation_prompt import CONSOLIDATION_PROMPT, CONSOLIDATION_SCHEMA
 from memory.actions.consolidation_rules import (
+    SAME_SUBJECT_THRESHOLD,
     ConsolidationConflict,
     UnusableAnswer,
     entry_text,
     offline_answer,
+    subject_groups,
     unrelated_entry,
     unrelated_reason,
 )
+from memory.drift.textstats import subject_similarity
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
@@ -138,6 +141,7 @@ class Prepared:
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answer: dict | None = None
     error: str = ""
+    nothing: str = ""  # why the model was not asked: nothing to consolidate
     model_name: str = ""
 
 
@@ -151,27 +155,60 @@ class _Outcome:
 # --- what the model is asked ---------------------------------------------------------------
 
 
+def candidate_groups(
+    entries: list[ConsolidationEntry], facts: dict[str, Any]
+) -> list[list[ConsolidationEntry]]:
+    """What is worth showing the model: the entries that may share a subject, in groups
+    (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
+    shares its subject with one of ``facts`` (alone: it may have made the fact stale). The
+    model only ever picks among a few neighbours this way; a small one, shown the whole
+    block, names entries of different subjects together. A deprecated entry groups by its
+    title (the trace of a reversal, for context: nothing may change it); each group is
+    oldest first, the groups by their first."""
+    live = {entry.topic_id: entry for entry in entries}
+    texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
+    groups = subject_groups(texts)
+    grouped = {topic_id for group in groups for topic_id in group}
+    fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
+    for topic_id, text in texts.items():
+        if topic_id not in grouped and any(
+            (subject_similarity(text, fact) or 0.0) >= SAME_SUBJECT_THRESHOLD for fact in fact_texts
+        ):
+            groups.append([topic_id])
+    order = list(live)
+    groups.sort(key=lambda group: order.index(group[0]))
+    return [[live[topic_id] for topic_id in group] for group in groups]
+
+
 def consolidation_messages(
-    entries: list[ConsolidationEntry], facts: list[str] = ()
-) -> tuple[list[dict], int]:
-    """The chat messages of the call and how many entries they show (the newest that fit),
-    then the ``facts`` records (memory/actions/consolidation_facts.py)."""
-    lines = [_line(entry) for entry in entries]
+    groups: list[list[ConsolidationEntry]], facts: list[str] = ()
+) -> tuple[list[dict], list[ConsolidationEntry]]:
+    """The chat messages of the call and the entries they show: the groups (the newest
+    that fit), then the ``facts`` records (memory/actions/consolidation_facts.py)."""
     facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
     available = INPUT_TOKEN_BUDGET - estimate_tokens(CONSOLIDATION_PROMPT + facts_part)
-    kept: list[str] = []
-    for line in reversed(lines):
-        available -= estimate_tokens(line) + 1
-        if available < 0:
+    kept: list[list[ConsolidationEntry]] = []
+    for group in sorted(groups, key=lambda group: group[-1].day, reverse=True):
+        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in group) + 3
+        if cost > available:
             break
-        kept.append(line)
-    kept.reverse()
-    content = "Memory entries, oldest first:\n" + "\n".join(kept) + facts_part
+        available -= cost
+        kept.append(group)
+    kept = [group for group in groups if any(group is chosen for chosen in kept)]
+    parts = [
+        "\n".join([f"Group {number}:", *(_line(entry) for entry in group)])
+        for number, group in enumerate(kept, start=1)
+    ]
+    content = (
+        "Memory entries that may share a subject, in groups, oldest first in each:\n"
+        + "\n".join(parts)
+        + facts_part
+    )
     messages = [
         {"role": "system", "content": CONSOLIDATION_PROMPT},
         {"role": "user", "content": content},
     ]
-    return messages, len(kept)
+    return messages, [entry for group in kept for entry in group]
 
 
 def _line(entry: ConsolidationEntry) -> str:
@@ -268,6 +305,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     data, provenance = scope_facts(**scope.ids())
     prepared = Prepared(entries=entries, basis=basis, fact_basis=(data, provenance))
     if not _worth_asking(entries, data):
+        prepared.nothing = "fewer than two promoted entries"
         return prepared
     model = get_chat_model("summary")
     prepared.model_name = model.name
@@ -276,8 +314,12 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         return prepared
     facts = fact_lines(data, provenance)
     prepared.facts = {key: data[key] for key in facts}
-    messages, shown = consolidation_messages(entries, list(facts.values()))
-    prepared.entries = entries[len(entries) - shown :]
+    groups = candidate_groups(entries, prepared.facts)
+    if not groups:
+        prepared.entries = []
+        prepared.nothing = "no two entries share a subject, nor one with a fact"
+        return prepared
+    messages, prepared.entries = consolidation_messages(groups, list(facts.values()))
     try:
         prepared.answer = model.complete_json(
             messages=messages, schema=CONSOLIDATION_SCHEMA, schema_name="memory_consolidation"
@@ -347,8 +389,8 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             return False
         run.model_name = prepared.model_name
         run.entries_sent = len(prepared.entries)
-        if not _worth_asking(prepared.entries, prepared.fact_basis[0]):
-            _finish(run, ConsolidationRun.Status.NOTHING, "fewer than two promoted entries")
+        if prepared.nothing:
+            _finish(run, ConsolidationRun.Status.NOTHING, prepared.nothing)
             return True
         if prepared.error:
             _finish(run, ConsolidationRun.Status.FAILED, prepared.error)

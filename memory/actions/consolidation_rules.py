@@ -19,7 +19,7 @@ scored on the other (docs/memory.md gives the numbers):
   entries that share no word of their subject are not merged.
 * ``NEAR_DUPLICATE_THRESHOLD`` is for the offline pass, where no model judges first: the
   lowest threshold at which every pair of the tune half it accepts (sharing at least
-  ``NEAR_DUPLICATE_MIN_SHARED`` subject terms) is one subject.
+  ``MIN_SHARED_TERMS`` subject terms) is one subject.
 
 The offline pass (:func:`offline_answer`) is the consolidation a model-free deployment
 gets: it proposes merges only (never a supersede: it cannot tell a reversal from a
@@ -35,7 +35,7 @@ chains), compared by title and first line (what an earlier merge added is not co
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from memory.drift.textstats import subject_overlap, subject_similarity, topic_terms
@@ -47,9 +47,13 @@ if TYPE_CHECKING:  # the rules themselves need no Django (bench/consolidation_si
 
 SAME_SUBJECT_THRESHOLD = 0.07
 NEAR_DUPLICATE_THRESHOLD = 0.22
-# ...and at least this many distinct subject terms shared: in short entries one shared word
-# ("plan" in "Training plan" and "Meal planning") already gives a high cosine.
-NEAR_DUPLICATE_MIN_SHARED = 2
+# ...and at least this many distinct subject terms shared, for the offline pass and for the
+# groups a model is shown: in short entries one shared word ("plan" in "Training plan" and
+# "Meal planning", "September" in a marathon and a school) already gives a high cosine.
+MIN_SHARED_TERMS = 2
+# ...unless the one shared term carries the pair (a cosine this high: "Offsite city: Lisbon"
+# and "Offsite moved: Porto", a decision and its reversal, share only their subject).
+ONE_TERM_THRESHOLD = 0.24
 
 
 class ConsolidationConflict(Conflict):
@@ -82,6 +86,43 @@ def unrelated_entry(
         if similarity is not None and (weakest is None or similarity < weakest[1]):
             weakest = (topic_id, similarity)
     return weakest if weakest is not None and weakest[1] < threshold else None
+
+
+def subject_groups(
+    texts: Mapping[int, str], *, threshold: float = SAME_SUBJECT_THRESHOLD
+) -> list[list[int]]:
+    """The entries that may be about one subject, as groups of two or more ids: each
+    entry, in the order given, joins the group whose pooled text it shares most with (a
+    similarity of at least ``threshold``, the one a merge is checked against, by
+    :func:`may_share_subject`), else starts its own. An entry that
+    shares its subject with no other is in no group: there is nothing to merge it with or
+    supersede it by. Entries that cannot be compared (another script) only ever group with
+    entries of their own script."""
+    groups: list[tuple[list[int], list[str]]] = []
+    for topic_id, text in texts.items():
+        best: tuple[float, list[int], list[str]] | None = None
+        for ids, pooled in groups:
+            overlap = subject_overlap(text, "\n".join(pooled))
+            if overlap is not None and may_share_subject(*overlap, threshold=threshold):
+                if best is None or overlap[0] > best[0]:
+                    best = (overlap[0], ids, pooled)
+        if best is None:
+            groups.append(([topic_id], [text]))
+        else:
+            best[1].append(topic_id)
+            best[2].append(text)
+    return [ids for ids, _ in groups if len(ids) > 1]
+
+
+def may_share_subject(
+    similarity: float, shared: int, *, threshold: float = SAME_SUBJECT_THRESHOLD
+) -> bool:
+    """Whether two texts go in one group for a model to consider: a similarity of at least
+    ``threshold`` with ``MIN_SHARED_TERMS`` terms in common, or one term and a cosine of
+    ``ONE_TERM_THRESHOLD`` (bench/consolidation_similarity.py's ``group`` rows)."""
+    if similarity < threshold:
+        return False
+    return shared >= MIN_SHARED_TERMS or similarity >= ONE_TERM_THRESHOLD
 
 
 def unrelated_reason(topic_id: int, similarity: float) -> str:
@@ -136,7 +177,7 @@ def near_duplicates(
     if overlap is None:
         return False
     similarity, shared = overlap
-    return similarity >= threshold and shared >= NEAR_DUPLICATE_MIN_SHARED
+    return similarity >= threshold and shared >= MIN_SHARED_TERMS
 
 
 def near_duplicate_groups(
