@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from memory.actions.consolidation import CONSOLIDATION_PROMPT
+from memory.actions.consolidation_prompt import CONSOLIDATION_PROMPT
 from memory.actions.context import assemble_context
 from memory.models import ConsolidationRun, MemoryDecision, Session, Topic
 from memory.stores.consolidation import Scope, scope_basis, scope_block
@@ -147,8 +147,10 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     assert sorted(updated) == sorted([ledger.pk, again.pk])
     # What the model read: one JSON record per line, after the prompt.
     (request,) = fake_openai.requests
+    # No facts in the scope: no fact operation offered (a small model invents facts then).
     assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
     assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
+    assert '"fact"' not in json.dumps(request["response_format"])
     records = sent_records(fake_openai)
     # The entries that share a subject, not the small talk that shares it with nothing.
     shown = [t.pk for name, t in scope_topics.items() if name != "weather"]

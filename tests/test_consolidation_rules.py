@@ -4,9 +4,12 @@ The model is the fake OpenAI-compatible server; the offline pass runs with no en
 configured. The thresholds are measured by bench/consolidation_similarity.py.
 """
 
+import json
+
 import pytest
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
+from memory.actions.consolidation_prompt import CONSOLIDATION_FACTS_PROMPT
 from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
@@ -253,7 +256,10 @@ def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_un
 
     run = do_consolidate(agent=agent, user=alice)
 
-    content = fake_openai.requests[0]["messages"][1]["content"]
+    request = fake_openai.requests[0]
+    assert request["messages"][0]["content"] == CONSOLIDATION_FACTS_PROMPT
+    assert '"fact"' in json.dumps(request["response_format"])
+    content = request["messages"][1]["content"]
     assert '"fact": "diet", "value": "vegetarian", "set_by": "user"' in content
     assert '"fact": "city", "value": "Lyon", "set_by": "agent"' in content
     assert run.status == "applied"

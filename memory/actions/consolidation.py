@@ -68,7 +68,7 @@ from memory.actions.consolidation_facts import (
     parse_fact_operation,
     undo_fact_changes,
 )
-from memory.actions.consolidation_prompt import CONSOLIDATION_PROMPT, CONSOLIDATION_SCHEMA
+from memory.actions.consolidation_prompt import consolidation_request
 from memory.actions.consolidation_rules import (
     SAME_SUBJECT_THRESHOLD,
     ConsolidationConflict,
@@ -185,8 +185,9 @@ def consolidation_messages(
 ) -> tuple[list[dict], list[ConsolidationEntry]]:
     """The chat messages of the call and the entries they show: the groups (the newest
     that fit), then the ``facts`` records (memory/actions/consolidation_facts.py)."""
+    prompt, _ = consolidation_request(facts=bool(facts))
     facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
-    available = INPUT_TOKEN_BUDGET - estimate_tokens(CONSOLIDATION_PROMPT + facts_part)
+    available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
     kept: list[list[ConsolidationEntry]] = []
     for group in sorted(groups, key=lambda group: group[-1].day, reverse=True):
         cost = sum(estimate_tokens(_line(entry)) + 1 for entry in group) + 3
@@ -205,7 +206,7 @@ def consolidation_messages(
         + facts_part
     )
     messages = [
-        {"role": "system", "content": CONSOLIDATION_PROMPT},
+        {"role": "system", "content": prompt},
         {"role": "user", "content": content},
     ]
     return messages, [entry for group in kept for entry in group]
@@ -322,7 +323,9 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     messages, prepared.entries = consolidation_messages(groups, list(facts.values()))
     try:
         prepared.answer = model.complete_json(
-            messages=messages, schema=CONSOLIDATION_SCHEMA, schema_name="memory_consolidation"
+            messages=messages,
+            schema=consolidation_request(facts=bool(prepared.facts))[1],
+            schema_name="memory_consolidation",
         )
     except LLMError as err:
         prepared.error = str(err)
