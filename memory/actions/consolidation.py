@@ -1,9 +1,11 @@
 """Consolidation: memory that stays true as it grows, and never overrides the user.
 
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
-entries as compact one-line JSON records (id, day, title, summary; ``deprecated`` for a
-reversed one, title only; ``user_curated`` when the user chose or wrote the entry) and
-proposes operations:
+entries that may share a subject, in groups (:func:`candidate_groups`: text statistics
+put them there, so a model picks among a few neighbours and never joins entries of
+different subjects it was shown side by side), each a compact one-line JSON record (id,
+day, title, summary; ``deprecated`` for a reversed one, title only; ``user_curated`` when
+the user chose or wrote the entry), and proposes operations:
 
 * ``merge``: entries about one subject become one. The target (``into``, else the newest)
   takes the merged title and summary; the other entries leave memory (demoted by the
