@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from memory.actions.consolidation import ANSWER_MAX_TOKENS
 from memory.actions.consolidation_prompt import CONSOLIDATION_PROMPT
 from memory.actions.context import assemble_context
 from memory.models import ConsolidationRun, MemoryDecision, Session, Topic
@@ -151,6 +152,7 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
     assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
     assert '"fact"' not in json.dumps(request["response_format"])
+    assert request["max_tokens"] == ANSWER_MAX_TOKENS  # a model running on is cut short
     records = sent_records(fake_openai)
     # The entries that share a subject, not the small talk that shares it with nothing.
     shown = [t.pk for name, t in scope_topics.items() if name != "weather"]

@@ -114,6 +114,9 @@ logger = logging.getLogger(__name__)
 SUMMARY_CHARS = 400
 INPUT_TOKEN_BUDGET = 5000
 MAX_OPERATIONS = 200
+# An answer is a few operations: a small model that runs on repeats them for minutes (one
+# wrote 3,000 tokens at 9 a second). Cut there, it is not JSON: unusable, nothing changes.
+ANSWER_MAX_TOKENS = 2000
 STALE_ATTEMPTS = 2
 _OPS = ("merge", "supersede", "fact")
 
@@ -328,6 +331,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
             messages=messages,
             schema=consolidation_request(facts=bool(prepared.facts))[1],
             schema_name="memory_consolidation",
+            max_tokens=ANSWER_MAX_TOKENS,
         )
     except LLMError as err:
         prepared.error = str(err)

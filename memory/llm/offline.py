@@ -55,7 +55,12 @@ class OfflineModel:
         yield Completion(content=content, tool_calls=tool_calls, usage=None, model=self.name)
 
     def complete_json(
-        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+        self,
+        *,
+        messages: list[dict],
+        schema: dict | None = None,
+        schema_name: str = "answer",
+        max_tokens: int = 0,
     ) -> dict:
         """A summary call gets the conversation's gist (memory/lib/gist.py: a title and a
         summary from the user's own salient sentences, never promoted); any other call

@@ -137,7 +137,12 @@ class OpenAIChatModel:
         return self._streamed(request)
 
     def complete_json(
-        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+        self,
+        *,
+        messages: list[dict],
+        schema: dict | None = None,
+        schema_name: str = "answer",
+        max_tokens: int = 0,
     ) -> dict:
         """Ask for a JSON object and return it parsed.
 
@@ -154,6 +159,8 @@ class OpenAIChatModel:
             modes = modes[modes.index(known) :]
         for index, mode in enumerate(modes):
             request: dict[str, Any] = {"messages": messages}
+            if max_tokens:
+                request["max_tokens"] = max_tokens
             response_format = _response_format(mode, schema, schema_name)
             if response_format is not None:
                 request["response_format"] = response_format

@@ -62,8 +62,14 @@ class ChatModel(Protocol):
         ...
 
     def complete_json(
-        self, *, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+        self,
+        *,
+        messages: list[dict],
+        schema: dict | None = None,
+        schema_name: str = "answer",
+        max_tokens: int = 0,
     ) -> dict:
         """Ask for one JSON object (conforming to ``schema`` where the endpoint can
-        constrain it) and return it parsed."""
+        constrain it) and return it parsed. ``max_tokens`` (0: no limit) bounds the answer:
+        one cut short is not JSON, so the call fails instead of running on."""
         ...
