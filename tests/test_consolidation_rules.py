@@ -348,3 +348,41 @@ def entries_of(session):
     from memory.models import Topic
 
     return list(Topic.objects.filter(session=session, keep_in_memory=True).order_by("pk"))
+
+
+def test_a_supersede_written_backwards_deprecates_the_earlier_decision(
+    fake_openai, alice, agent, session
+):
+    """Small models swap "old" and "new"; the later entry is the current state either way,
+    and the run's proposal keeps what the model wrote."""
+    lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30)
+    porto = in_memory(session, "Offsite moved", "The offsite moves to Porto.", 10)
+    backwards = {"op": "supersede", "old": porto.pk, "new": lisbon.pk}
+    fake_openai.reply_json({"operations": [backwards]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    (applied,) = run.applied
+    assert (applied["old"], applied["superseded_by"]) == (lisbon.pk, porto.pk)
+    assert fresh(lisbon).deprecated and not fresh(porto).deprecated
+    assert run.proposal == [backwards]
+
+
+def test_a_supersede_written_backwards_still_never_deprecates_a_users_entry(
+    fake_openai, alice, agent, session
+):
+    lisbon = in_memory(
+        session,
+        "Offsite city",
+        "We chose Lisbon for the offsite.",
+        30,
+        keep_in_memory_manually_set=True,
+    )
+    porto = in_memory(session, "Offsite moved", "The offsite moves to Porto.", 10)
+    fake_openai.reply_json({"operations": [{"op": "supersede", "old": porto.pk, "new": lisbon.pk}]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    (refused,) = run.refused
+    assert "curated by the user" in refused["reason"]
+    assert not fresh(lisbon).deprecated and not fresh(porto).deprecated

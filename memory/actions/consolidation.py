@@ -445,9 +445,10 @@ def _apply(run: ConsolidationRun, operations: list, topics: dict[int, Topic], *,
         if isinstance(operation, FactOperation):
             _fact(run, operation, document, outcome, **scope)
             continue
+        proposed, operation = operation, _later_supersedes(operation, topics)
         reason = _refusal(operation, topics, gone)
         if reason:
-            outcome.refused.append({**operation.as_dict(), "reason": reason})
+            outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
             continue
         for topic_id in operation.ids:
@@ -476,6 +477,18 @@ def _age(topic: Topic) -> tuple[float, int]:
     return (changed_at.timestamp() if changed_at else float("-inf"), topic.pk)
 
 
+def _later_supersedes(operation: Operation, topics: dict[int, Topic]) -> Operation:
+    """A supersede names a decision and its reversal; the later of the two is the current
+    state, whichever the model wrote first (small models swap them). The run's proposal
+    keeps what the model wrote."""
+    if operation.op != "supersede":
+        return operation
+    old, new = operation.ids
+    if _age(topics[new]) < _age(topics[old]):
+        return Operation("supersede", (new, old))
+    return operation
+
+
 def _target(operation: Operation, topics: dict[int, Topic]) -> int:
     if operation.into is not None:
         return operation.into
@@ -488,11 +501,9 @@ def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> 
         if topic_id in gone:
             return f"entry #{topic_id} was already merged or superseded in this run"
     if operation.op == "supersede":
-        old, new = (topics[i] for i in operation.ids)
+        old = topics[operation.ids[0]]
         if is_curated(old):
             return f"entry #{old.pk} was curated by the user: the consolidator may not change it"
-        if _age(new) < _age(old):
-            return f"entry #{new.pk} is older than #{old.pk}: only a later entry supersedes"
     else:
         target = _target(operation, topics)
         curated = [i for i in operation.ids if i != target and is_curated(topics[i])]
