@@ -72,16 +72,16 @@ from memory.actions.consolidation_facts import (
 )
 from memory.actions.consolidation_prompt import consolidation_request
 from memory.actions.consolidation_rules import (
-    SAME_SUBJECT_THRESHOLD,
     ConsolidationConflict,
     UnusableAnswer,
     entry_text,
+    may_share_subject,
     offline_answer,
     subject_groups,
     unrelated_entry,
     unrelated_reason,
 )
-from memory.drift.textstats import subject_similarity
+from memory.drift.textstats import subject_overlap
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
@@ -165,7 +165,8 @@ def candidate_groups(
 ) -> list[list[ConsolidationEntry]]:
     """What is worth showing the model: the entries that may share a subject, in groups
     (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
-    shares its subject with one of ``facts`` (alone: it may have made the fact stale). The
+    shares its subject with one of ``facts`` by the same rule (alone: it may have made the
+    fact stale). The
     model only ever picks among a few neighbours this way; a small one, shown the whole
     block, names entries of different subjects together. A deprecated entry groups by its
     title (the trace of a reversal, for context: nothing may change it); each group is
@@ -177,7 +178,8 @@ def candidate_groups(
     fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
     for topic_id, text in texts.items():
         if topic_id not in grouped and any(
-            (subject_similarity(text, fact) or 0.0) >= SAME_SUBJECT_THRESHOLD for fact in fact_texts
+            (overlap := subject_overlap(text, fact)) is not None and may_share_subject(*overlap)
+            for fact in fact_texts
         ):
             groups.append([topic_id])
     order = list(live)
