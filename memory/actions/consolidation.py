@@ -1,11 +1,11 @@
 """Consolidation: memory that stays true as it grows, and never overrides the user.
 
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
-entries that may share a subject, in groups (:func:`candidate_groups`: text statistics
-put them there, so a model picks among a few neighbours and never joins entries of
-different subjects it was shown side by side), each a compact one-line JSON record (id,
-day, title, summary; ``deprecated`` for a reversed one, title only; ``user_curated`` when
-the user chose or wrote the entry), and proposes operations:
+entries that may share a subject, in groups (memory/actions/consolidation_prompt.py:
+text statistics put them there, so a model picks among a few neighbours and never joins
+entries of different subjects it was shown side by side), each a compact one-line JSON
+record (id, day, title, summary; ``deprecated`` for a reversed one, title only;
+``user_curated`` when the user chose or wrote the entry), and proposes operations:
 
 * ``merge``: entries about one subject become one. The target (``into``, else the newest)
   takes the merged title and summary; the other entries leave memory (demoted by the
@@ -70,22 +70,22 @@ from memory.actions.consolidation_facts import (
     parse_fact_operation,
     undo_fact_changes,
 )
-from memory.actions.consolidation_prompt import consolidation_request
+from memory.actions.consolidation_prompt import (
+    candidate_groups,
+    consolidation_messages,
+    consolidation_request,
+)
 from memory.actions.consolidation_rules import (
     ConsolidationConflict,
     UnusableAnswer,
     entry_text,
-    may_share_subject,
     offline_answer,
-    subject_groups,
     unrelated_entry,
     unrelated_reason,
 )
-from memory.drift.textstats import subject_overlap
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
-from memory.lib.tokens import estimate_tokens
 from memory.lib.validation import check_summary, check_topic_title
 from memory.llm import LLMError, get_chat_model
 from memory.models import Agent, ConsolidationRun, MemoryDecision, MemoryState, Session, Topic
@@ -110,9 +110,6 @@ from memory.stores.facts import lock_scope_facts, scope_facts
 
 logger = logging.getLogger(__name__)
 
-# What the model is shown: each summary clipped, and the newest entries that fit.
-SUMMARY_CHARS = 400
-INPUT_TOKEN_BUDGET = 5000
 MAX_OPERATIONS = 200
 # An answer is a few operations: a small model that runs on repeats them for minutes (one
 # wrote 3,000 tokens at 9 a second). Cut there, it is not JSON: unusable, nothing changes.
@@ -155,76 +152,6 @@ class _Outcome:
     applied: list[dict] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)
     snapshot: dict[str, dict] = field(default_factory=dict)
-
-
-# --- what the model is asked ---------------------------------------------------------------
-
-
-def candidate_groups(
-    entries: list[ConsolidationEntry], facts: dict[str, Any]
-) -> list[list[ConsolidationEntry]]:
-    """What is worth showing the model: the entries that may share a subject, in groups
-    (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
-    shares its subject with one of ``facts`` by the same rule (alone: it may have made the
-    fact stale). The
-    model only ever picks among a few neighbours this way; a small one, shown the whole
-    block, names entries of different subjects together. A deprecated entry groups by its
-    title (the trace of a reversal, for context: nothing may change it); each group is
-    oldest first, the groups by their first."""
-    live = {entry.topic_id: entry for entry in entries}
-    texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
-    groups = subject_groups(texts)
-    grouped = {topic_id for group in groups for topic_id in group}
-    fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
-    for topic_id, text in texts.items():
-        if topic_id not in grouped and any(
-            (overlap := subject_overlap(text, fact)) is not None and may_share_subject(*overlap)
-            for fact in fact_texts
-        ):
-            groups.append([topic_id])
-    order = list(live)
-    groups.sort(key=lambda group: order.index(group[0]))
-    return [[live[topic_id] for topic_id in group] for group in groups]
-
-
-def consolidation_messages(
-    groups: list[list[ConsolidationEntry]], facts: list[str] = ()
-) -> tuple[list[dict], list[ConsolidationEntry]]:
-    """The chat messages of the call and the entries they show: the groups (the newest
-    that fit), then the ``facts`` records (memory/actions/consolidation_facts.py)."""
-    prompt, _ = consolidation_request(facts=bool(facts))
-    facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
-    available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
-    kept: list[list[ConsolidationEntry]] = []
-    for group in sorted(groups, key=lambda group: group[-1].day, reverse=True):
-        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in group) + 3
-        if cost > available:
-            break
-        available -= cost
-        kept.append(group)
-    kept = [group for group in groups if any(group is chosen for chosen in kept)]
-    parts = [
-        "\n".join([f"Group {number}:", *(_line(entry) for entry in group)])
-        for number, group in enumerate(kept, start=1)
-    ]
-    content = (
-        "Memory entries that may share a subject, in groups, oldest first in each:\n"
-        + "\n".join(parts)
-        + facts_part
-    )
-    messages = [
-        {"role": "system", "content": prompt},
-        {"role": "user", "content": content},
-    ]
-    return messages, [entry for group in kept for entry in group]
-
-
-def _line(entry: ConsolidationEntry) -> str:
-    record = entry.record()
-    record["title"] = one_line(record["title"])
-    if "summary" in record:
-        record["summary"] = one_line(record["summary"], SUMMARY_CHARS, at_word=True)
-    return json.dumps(record, ensure_ascii=False)
 
 
 # --- reading the answer ----------------------------------------------------------------------

@@ -1,9 +1,24 @@
-"""What the consolidator asks a model: the system prompt and the answer's JSON schema.
+"""What the consolidator asks a model: which entries it is shown, in what groups, the
+system prompt and the answer's JSON schema.
 
-The records the prompt describes are built in memory/actions/consolidation.py (entries)
-and memory/actions/consolidation_facts.py (facts); the answer is read, checked and
-applied there.
+The fact records are built in memory/actions/consolidation_facts.py; the answer is read,
+checked and applied in memory/actions/consolidation.py.
 """
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memory.actions.consolidation_rules import entry_text, may_share_subject, subject_groups
+from memory.drift.textstats import subject_overlap
+from memory.lib.text import one_line
+from memory.lib.tokens import estimate_tokens
+from memory.stores.consolidation import ConsolidationEntry
+
+# What the model is shown: each summary clipped, and the newest groups that fit.
+SUMMARY_CHARS = 400
+INPUT_TOKEN_BUDGET = 5000
 
 _ENTRIES = """You consolidate the long-term memory of an assistant. The user message lists \
 memory entries in groups: the entries of one group share words of their subject (they \
@@ -99,3 +114,73 @@ def consolidation_request(*, facts: bool) -> tuple[str, dict]:
     if facts:
         return CONSOLIDATION_FACTS_PROMPT, CONSOLIDATION_FACTS_SCHEMA
     return CONSOLIDATION_PROMPT, CONSOLIDATION_SCHEMA
+
+
+# --- what the model is asked ---------------------------------------------------------------
+
+
+def candidate_groups(
+    entries: list[ConsolidationEntry], facts: dict[str, Any]
+) -> list[list[ConsolidationEntry]]:
+    """What is worth showing the model: the entries that may share a subject, in groups
+    (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
+    shares its subject with one of ``facts`` by the same rule (alone: it may have made the
+    fact stale). The
+    model only ever picks among a few neighbours this way; a small one, shown the whole
+    block, names entries of different subjects together. A deprecated entry groups by its
+    title (the trace of a reversal, for context: nothing may change it); each group is
+    oldest first, the groups by their first."""
+    live = {entry.topic_id: entry for entry in entries}
+    texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
+    groups = subject_groups(texts)
+    grouped = {topic_id for group in groups for topic_id in group}
+    fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
+    for topic_id, text in texts.items():
+        if topic_id not in grouped and any(
+            (overlap := subject_overlap(text, fact)) is not None and may_share_subject(*overlap)
+            for fact in fact_texts
+        ):
+            groups.append([topic_id])
+    order = list(live)
+    groups.sort(key=lambda group: order.index(group[0]))
+    return [[live[topic_id] for topic_id in group] for group in groups]
+
+
+def consolidation_messages(
+    groups: list[list[ConsolidationEntry]], facts: list[str] = ()
+) -> tuple[list[dict], list[ConsolidationEntry]]:
+    """The chat messages of the call and the entries they show: the groups (the newest
+    that fit), then the ``facts`` records (memory/actions/consolidation_facts.py)."""
+    prompt, _ = consolidation_request(facts=bool(facts))
+    facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
+    available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
+    kept: list[list[ConsolidationEntry]] = []
+    for group in sorted(groups, key=lambda group: group[-1].day, reverse=True):
+        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in group) + 3
+        if cost > available:
+            break
+        available -= cost
+        kept.append(group)
+    kept = [group for group in groups if any(group is chosen for chosen in kept)]
+    parts = [
+        "\n".join([f"Group {number}:", *(_line(entry) for entry in group)])
+        for number, group in enumerate(kept, start=1)
+    ]
+    content = (
+        "Memory entries that may share a subject, in groups, oldest first in each:\n"
+        + "\n".join(parts)
+        + facts_part
+    )
+    messages = [
+        {"role": "system", "content": prompt},
+        {"role": "user", "content": content},
+    ]
+    return messages, [entry for group in kept for entry in group]
+
+
+def _line(entry: ConsolidationEntry) -> str:
+    record = entry.record()
+    record["title"] = one_line(record["title"])
+    if "summary" in record:
+        record["summary"] = one_line(record["summary"], SUMMARY_CHARS, at_word=True)
+    return json.dumps(record, ensure_ascii=False)
