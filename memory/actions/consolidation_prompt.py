@@ -125,11 +125,10 @@ def candidate_groups(
     """What is worth showing the model: the entries that may share a subject, in groups
     (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
     shares its subject with one of ``facts`` by the same rule (alone: it may have made the
-    fact stale). The
-    model only ever picks among a few neighbours this way; a small one, shown the whole
-    block, names entries of different subjects together. A deprecated entry groups by its
-    title (the trace of a reversal, for context: nothing may change it); each group is
-    oldest first, the groups by their first."""
+    fact stale). The model only ever picks among a few neighbours this way; a small one,
+    shown the whole block, names entries of different subjects together. A deprecated
+    entry groups by its title (the trace of a reversal, for context: nothing may change
+    it); each group is oldest first, the groups by their first."""
     live = {entry.topic_id: entry for entry in entries}
     texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
     groups = subject_groups(texts)
@@ -141,8 +140,8 @@ def candidate_groups(
             for fact in fact_texts
         ):
             groups.append([topic_id])
-    order = list(live)
-    groups.sort(key=lambda group: order.index(group[0]))
+    position = {topic_id: index for index, topic_id in enumerate(live)}
+    groups.sort(key=lambda group: position[group[0]])
     return [[live[topic_id] for topic_id in group] for group in groups]
 
 
@@ -154,14 +153,14 @@ def consolidation_messages(
     prompt, _ = consolidation_request(facts=bool(facts))
     facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
     available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
-    kept: list[list[ConsolidationEntry]] = []
-    for group in sorted(groups, key=lambda group: group[-1].day, reverse=True):
-        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in group) + 3
+    chosen: set[int] = set()  # positions in ``groups`` of the newest groups that fit
+    for index in sorted(range(len(groups)), key=lambda i: groups[i][-1].day, reverse=True):
+        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in groups[index]) + 3
         if cost > available:
             break
         available -= cost
-        kept.append(group)
-    kept = [group for group in groups if any(group is chosen for chosen in kept)]
+        chosen.add(index)
+    kept = [group for index, group in enumerate(groups) if index in chosen]
     parts = [
         "\n".join([f"Group {number}:", *(_line(entry) for entry in group)])
         for number, group in enumerate(kept, start=1)
