@@ -32,6 +32,7 @@ from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
 from memory.stores.recall import (
     RECALL_MAX_HITS,
+    RECALL_REPLY_CHARS,
     read_past_chat,
     recall_terms,
     search_past_chats,
@@ -641,6 +642,30 @@ def test_words_said_only_in_the_assistants_reply_are_recalled_with_the_question_
     reply = lines.index("> assistant: Try the science museum by the harbour.")
     assert lines[reply - 1] == "> user: Any idea for Saturday?"  # the exchange, in order
     assert recall(session, {"operation": "search", "query": "museum"})["hits"] == []
+
+
+def test_a_long_reply_is_cut_around_the_words_asked_about_not_at_its_start(
+    session, alice, agent, fake_openai
+):
+    """The reply half of a recalled exchange keeps the part that shares the question's
+    words: a long answer whose detail comes late is not cut before it."""
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    opening = "Here is a long answer about the weekend plans and the weather forecast. " * 6
+    past_topic(
+        earlier_session,
+        title="Weekend",
+        lines=["When does the ferry leave on Saturday?", opening + "The Vashon ferry is at 9:40."],
+    )
+    fake_openai.reply_text("At 9:40.")
+
+    do_send_message(session=session, content="When does the ferry leave?")
+
+    lines = fake_openai.requests[0]["messages"][-2]["content"].splitlines()
+    asked = lines.index("> user: When does the ferry leave on Saturday?")  # the best hit
+    reply = lines[asked + 1]
+    assert "The Vashon ferry is at 9:40." in reply
+    assert reply.startswith("> assistant: …")  # what came before it was left out, and says so
+    assert len(reply) <= len("> assistant: ") + RECALL_REPLY_CHARS
 
 
 def test_several_topic_summaries_are_recalled_not_only_the_first(

@@ -372,7 +372,7 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         )
     except SearchError:  # a message with no word to search for
         return ""
-    halves = exchanges(hits)
+    halves = exchanges(hits, query)
     chosen: list[tuple] = []
     shown: set[int] = set()
     spent = 0

@@ -233,15 +233,17 @@ def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> Re
     )
 
 
-def exchanges(hits: list[RecallHit]) -> dict[int, tuple[int, str, str]]:
+def exchanges(hits: list[RecallHit], query: str = "") -> dict[int, tuple[int, str, str]]:
     """For each message hit, the other half of its exchange: the assistant's text reply
     to a user's message (the topic's next conversation message, past any tool round), or
     the user's message an assistant's reply answered (the one before it). Keyed by the
     hit's message id: that message's id, role, and text on one line cut to
-    ``RECALL_REPLY_CHARS``. One query."""
+    ``RECALL_REPLY_CHARS`` around the first word of ``query`` it holds (from its start
+    when it holds none). One query."""
     asked = [hit for hit in hits if hit.seq is not None]
     if not asked:
         return {}
+    terms = [_fold_accents(term) for term in recall_terms(query)] if query.strip() else []
     wanted = Q()
     for hit in asked:
         wanted |= Q(
@@ -263,7 +265,7 @@ def exchanges(hits: list[RecallHit]) -> dict[int, tuple[int, str, str]]:
             other = next((row for row in reversed(rows) if row.seq < hit.seq), None)
             wanted_role = Message.Role.USER
         if other is not None and other.role == wanted_role and other.content:
-            text = one_line(other.content, RECALL_REPLY_CHARS, at_word=True)
+            text = _snippet(other.content, terms, RECALL_REPLY_CHARS)
             found[hit.message_id] = (other.pk, other.role, text)
     return found
 
