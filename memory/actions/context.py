@@ -66,7 +66,7 @@ from memory.stores.persistent import (
     topic_days_annotation,
     topic_record,
 )
-from memory.stores.recall import RECALL_MAX_HITS, exchanges, search_past_chats
+from memory.stores.recall import RECALL_MAX_HITS, exchanges, recall_terms, search_past_chats
 from memory.stores.search import QUERY_MAX_CHARS, SearchError
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
@@ -363,6 +363,7 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         return ""
     query = query[:QUERY_MAX_CHARS]
     try:
+        terms = recall_terms(query)
         hits = search_past_chats(
             session=session,
             query=query,
@@ -372,7 +373,7 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         )
     except SearchError:  # a message with no word to search for
         return ""
-    halves = exchanges(hits, query)
+    halves = exchanges(hits, terms)
     chosen: list[tuple] = []
     shown: set[int] = set()
     spent = 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -233,17 +234,17 @@ def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> Re
     )
 
 
-def exchanges(hits: list[RecallHit], query: str = "") -> dict[int, tuple[int, str, str]]:
+def exchanges(hits: list[RecallHit], terms: Sequence[str] = ()) -> dict[int, tuple[int, str, str]]:
     """For each message hit, the other half of its exchange: the assistant's text reply
     to a user's message (the topic's next conversation message, past any tool round), or
     the user's message an assistant's reply answered (the one before it). Keyed by the
     hit's message id: that message's id, role, and text on one line cut to
-    ``RECALL_REPLY_CHARS`` around the first word of ``query`` it holds (from its start
-    when it holds none). One query."""
+    ``RECALL_REPLY_CHARS`` around the first of ``terms`` (the query's, as ``recall_terms``
+    cuts them) it holds, from its start when it holds none. One query."""
     asked = [hit for hit in hits if hit.seq is not None]
     if not asked:
         return {}
-    terms = [_fold_accents(term) for term in recall_terms(query)] if query.strip() else []
+    terms = [_fold_accents(term) for term in terms]
     wanted = Q()
     for hit in asked:
         wanted |= Q(
