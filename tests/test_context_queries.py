@@ -10,9 +10,10 @@ from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-# session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's four
-# for the latest message (sessions, messages, topics, notes: memory/stores/recall.py)
-MAX_QUERIES = 11
+# session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
+# the latest message (memory/stores/recall.py): the sessions, the messages (the scope's count,
+# one query per word of the message, the rows: "m10" has one word), topics and notes
+MAX_QUERIES = 12
 
 
 def count_queries(session) -> tuple[int, int]:

@@ -668,6 +668,43 @@ def test_a_long_reply_is_cut_around_the_words_asked_about_not_at_its_start(
     assert len(reply) <= len("> assistant: ") + RECALL_REPLY_CHARS
 
 
+def test_a_short_message_with_the_rare_word_asked_about_beats_long_replies_full_of_common_ones(
+    session, alice, agent, fake_openai
+):
+    """The passages rank messages by BM25 over the scope: "teacher" is in few of the past
+    chats, "Ella" and "piano" in most, and long replies that hold all three are worth less,
+    word for word, than the short message that answers."""
+    earlier_session = Session.objects.start(user=alice, agent=agent)
+    advice = (
+        "Practice for Ella at the piano works best in short daily sessions, and a "
+        "teacher will say the same: ten minutes of scales, a piece she likes, and a "
+        "little time to play by ear, with a sticker chart for the week. "
+    )
+    past_topic(
+        earlier_session,
+        title="Lessons",
+        lines=["Ella starts piano next week.", "Lovely!", "Her teacher is Mr. Okafor.", "Great."],
+    )
+    for number in range(8):
+        past_topic(
+            earlier_session,
+            title=f"Practice {number}",
+            lines=[f"How should Ella practise the piano, week {number}?", advice * 2],
+        )
+    for number in range(20):
+        past_topic(
+            earlier_session,
+            title=f"Recital {number}",
+            lines=[f"Ella played the piano at the recital {number}.", "Well done, Ella."],
+        )
+    fake_openai.reply_text("Mr. Okafor.")
+
+    do_send_message(session=session, content="What is the name of Ella's piano teacher?")
+
+    recalled = fake_openai.requests[0]["messages"][-2]["content"]
+    assert "> user: Her teacher is Mr. Okafor." in recalled.splitlines()
+
+
 def test_several_topic_summaries_are_recalled_not_only_the_first(
     session, alice, agent, fake_openai
 ):

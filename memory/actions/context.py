@@ -370,6 +370,7 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
             limit=RECALL_MAX_HITS,
             exclude_topic_id=active_topic_id,
             replies=True,
+            messages_first=True,
         )
     except SearchError:  # a message with no word to search for
         return ""

@@ -10,11 +10,21 @@ A query's words are cut as the drift detector cuts them (Unicode words; stop wor
 query's language and of English dropped), each reduced to the part it shares with its
 Snowball stem, so "booked" finds "booking"; any word may match. The database's full-text
 index (memory/stores/search.py: PostgreSQL text search, SQLite FTS5) picks the
-candidates; they are ranked here, the same on both engines, by how many of the query's
-words each holds (a word rare among the candidates weighs more), newest first among
-equals. ``read_past_chat`` returns the turns around a hit by its id. The passages recalled
-into every turn's context (memory/actions/context.py) search the assistant's replies too
-and show each message with the other half of its exchange (``exchanges``).
+candidates; for the tool they are ranked here, the same on both engines, by how many of
+the query's words each holds (a word rare among the candidates weighs more), newest first
+among equals. ``read_past_chat`` returns the turns around a hit by its id.
+
+The passages recalled into every turn's context (memory/actions/context.py) search the
+assistant's replies too, show each message with the other half of its exchange
+(``exchanges``), and rank the messages by BM25 (``bm25_messages``), topics and notes after
+them: how often a word occurs in a message, against the message's length, weighted by how
+rare the word is in the scope's past chats, so a word common in them ("end" of "end up")
+weighs little beside the rare one asked about ("tile"). It is computed here, the same on
+both engines, since PostgreSQL's ``ts_rank`` weighs no word by its rarity. On the tune
+half of bench/data/memory-qa-*.jsonl (no model involved: does the gold answer reach the
+prompt?) the answer reached the prompt for 58 of 67 answerable questions on both engines,
+against 52 with the tool's order (and 57 and 55 for the retrieval baseline's, the index's
+own, on SQLite and PostgreSQL).
 """
 
 from __future__ import annotations
@@ -127,10 +137,12 @@ def search_past_chats(
     limit: int = RECALL_DEFAULT_HITS,
     exclude_topic_id: int | None = None,
     replies: bool = False,
+    messages_first: bool = False,
 ) -> list[RecallHit]:
     """The best ``limit`` hits for ``query`` in the past chats of ``session``'s scope, the
     topic ``exclude_topic_id`` (the current one) left out; ``replies`` searches the
-    assistant's text replies too, not only the user's messages."""
+    assistant's text replies too, not only the user's messages; ``messages_first`` puts
+    the messages first, ranked by BM25, then the topics and notes."""
     terms = recall_terms(query)
     limit = max(1, min(limit, RECALL_MAX_HITS))
     sessions = recall_sessions(session=session)
@@ -140,13 +152,16 @@ def search_past_chats(
     messages = Message.objects.filter(topic__in=topics)
     if not replies:
         messages = messages.filter(role=Message.Role.USER)
-    candidates = [
-        ("message", message, message.content)
-        for message in indexed_messages(messages, terms=terms, limit=RECALL_CANDIDATES)
-    ]
+    rank = bm25_messages if messages_first else indexed_messages
+    found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
+    candidates = [("message", message, message.content) for message in found]
     candidates += _topic_candidates(topics, terms)
     candidates += _notes_candidates(topics, terms)
-    return _ranked_hits(candidates, terms)[:limit]
+    hits = _ranked_hits(candidates, terms)
+    if messages_first:  # a stable sort: the topics and notes keep their order, after them
+        position = {message.pk: index for index, message in enumerate(found)}
+        hits.sort(key=lambda hit: position.get(hit.message_id, len(position)))
+    return hits[:limit]
 
 
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
@@ -157,6 +172,45 @@ def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]
     )
     found = Message.objects.select_related("topic", "session").in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
+
+
+BM25_K1 = 1.2  # how soon more of one word stops counting
+BM25_B = 0.75  # how much a long message is discounted
+BM25_COUNTED = 500  # the matches a word's rarity is counted over (more: as common as that)
+
+
+def bm25_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
+    """The conversation messages of ``messages`` that hold any of ``terms``, best first by
+    BM25, with topic and session: each term's best ``limit`` matches by the index are the
+    candidates (a rare term's few matches are never crowded out by a common one's), and a
+    term's rarity is counted among the scope's messages. ``len(terms) + 2`` queries."""
+    rows = messages.conversation()
+    total = rows.count()
+    ids: dict[int, None] = {}  # in order, once each
+    weight: dict[str, float] = {}  # each term's, as the fold sees it
+    for term in terms:
+        matching = _matching_ids(
+            rows, MESSAGE_VECTOR, "memory_message_search", [term], BM25_COUNTED
+        )
+        count = len(matching)
+        weight[_fold_accents(term)] = math.log(1 + (total - count + 0.5) / (count + 0.5))
+        ids.update(dict.fromkeys(matching[:limit]))
+    found = Message.objects.select_related("topic", "session").in_bulk(list(ids))
+    words = {pk: _folded_words(message.content) for pk, message in found.items()}
+    average = sum(map(len, words.values())) / max(1, len(words)) or 1.0
+
+    def score(pk: int) -> float:
+        length = len(words[pk])
+        total_score = 0.0
+        for term, idf in weight.items():
+            occurs = sum(word.startswith(term) for word in words[pk])
+            if occurs:
+                scale = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+                total_score += idf * occurs * (BM25_K1 + 1) / (occurs + scale)
+        return total_score
+
+    ranked = sorted(found, key=lambda pk: (score(pk), found[pk].created_at, pk), reverse=True)
+    return [found[pk] for pk in ranked[:limit]]
 
 
 def _matching_ids(rows, vector, sqlite_table: str, terms: list[str], limit: int) -> list[int]:
