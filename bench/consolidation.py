@@ -147,8 +147,8 @@ class ScriptedConsolidator:
         self.label = label
 
     def __call__(self, body: dict) -> tuple[str, None]:
-        lines = body["messages"][1]["content"].splitlines()[1:]
-        records = [json.loads(line) for line in lines]
+        lines = body["messages"][1]["content"].splitlines()
+        records = [json.loads(line) for line in lines if line.startswith("{")]  # not headings
         groups: dict[str, list[dict]] = {}
         for record in records:
             entry = self.label.get(record["id"])

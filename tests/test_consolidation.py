@@ -42,7 +42,7 @@ def scope_topics(session):
         "ledger_again": add_topic(
             session,
             title="Ledger database",
-            summary="Ledger stays on PostgreSQL 16.",
+            summary="The ledger moves to version 16 of the database.",
             keep=True,
             age_days=20,
             messages=2,
@@ -208,7 +208,7 @@ def test_a_user_promoted_topic_survives_a_merge_and_a_supersede_and_both_are_aud
         topic = fresh(topic)
         assert topic.keep_in_memory and not topic.deprecated
         assert (topic.title, topic.summary) == before[topic.pk]
-    assert fresh(again).summary == "Ledger stays on PostgreSQL 16."
+    assert fresh(again).summary == "The ledger moves to version 16 of the database."
     assert not MemoryDecision.objects.filter(consolidation_id=run["id"]).exists()
 
 
@@ -254,7 +254,7 @@ def test_a_user_edited_entry_may_be_the_target_of_a_merge_and_keeps_its_text(
     run = consolidate(as_alice, agent).json()
 
     assert run["status"] == "applied" and run["applied"][0]["target_text_kept"] is True
-    assert fresh(again).summary == "Ledger stays on PostgreSQL 16."
+    assert fresh(again).summary == "The ledger moves to version 16 of the database."
     assert fresh(ledger).keep_in_memory is False
 
 

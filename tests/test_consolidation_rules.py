@@ -39,11 +39,13 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     fake_openai, alice, agent, session
 ):
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 30)
-    again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 20)
+    again = in_memory(
+        session, "Ledger database", "The ledger moves to version 16 of the database.", 20
+    )
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 10)
     in_memory(session, "Offsite dates", "The offsite is the first week of May.", 8)
     weather = in_memory(session, "Weather chat", "Small talk about rain.", 5)
-    in_memory(session, "Weather again", "More small talk about the rain.", 4)
+    in_memory(session, "Weather again", "It was sunny at last.", 4)
     before = {t.pk: topic_fields(t) for t in (lisbon, weather)}
     fake_openai.reply_json(
         {
@@ -75,7 +77,7 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     subject, checked like a merge (the real 1.5B model deprecated unrelated entries)."""
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30)
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
-    in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 15)
+    in_memory(session, "Ledger database", "The ledger moves to version 16 of the database.", 15)
     porto = in_memory(session, "Offsite city changed", "The offsite moves to Porto.", 10)
     fake_openai.reply_json(
         {
@@ -210,6 +212,55 @@ def test_the_offline_pass_leaves_entries_of_different_subjects_alone(
 
     assert (run.status, run.applied, run.proposal) == ("nothing", [], [])
     assert block(session) == block_before
+
+
+@pytest.mark.parametrize("answer", ["nothing", "a supersede"])
+def test_near_duplicates_a_model_left_alone_are_merged_by_the_rules_beside_its_answer(
+    fake_openai, alice, agent, session, answer
+):
+    """What text statistics alone tell apart (the offline pass's near-duplicates) is merged
+    even when the model, asked about it, proposed nothing for it; marked as the rules', and
+    undone with the rest. The entries the model changed are left to the model."""
+    older = in_memory(session, "Ledger storage", LEDGER + " Nightly backups.", 40)
+    newer = in_memory(session, "Ledger database", LEDGER, 30)
+    lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)
+    porto = in_memory(session, "Offsite city", "We chose Porto for the offsite instead.", 10)
+    block_before = block(session)
+    operations = {
+        "nothing": [],
+        "a supersede": [{"op": "supersede", "old": lisbon.pk, "new": porto.pk}],
+    }[answer]
+    fake_openai.reply_json({"operations": operations})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert run.status == "applied" and run.proposal == operations  # the model's, as written
+    by_rules = [(op["ids"], op["into"]) for op in run.applied if op.get("by") == "rules"]
+    assert fresh(older).keep_in_memory is False and "Nightly backups." in fresh(newer).summary
+    if answer == "nothing":  # the offsite pair is near-duplicate text too: merged, both dated
+        assert by_rules == [([older.pk, newer.pk], newer.pk), ([lisbon.pk, porto.pk], porto.pk)]
+        assert "We chose Lisbon" in fresh(porto).summary and not fresh(lisbon).deprecated
+    else:  # the model judged it: the rules leave the entries it changed to it
+        assert by_rules == [([older.pk, newer.pk], newer.pk)]
+        assert fresh(lisbon).deprecated and fresh(porto).summary.startswith("We chose Porto")
+    assert len(run.applied) == len(operations) + len(by_rules)
+
+    do_undo_consolidation(run=run, user=alice)
+    assert block(session) == block_before
+
+
+def test_an_unusable_answer_changes_nothing_even_where_the_rules_would_merge(
+    fake_openai, alice, agent, session
+):
+    older = in_memory(session, "Ledger storage", LEDGER + " Nightly backups.", 40)
+    in_memory(session, "Ledger database", LEDGER, 30)
+    block_before = block(session)
+    fake_openai.reply_raw_content("this is not JSON")
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert (run.status, run.applied) == ("failed", [])
+    assert fresh(older).keep_in_memory and block(session) == block_before
 
 
 def test_the_offline_pass_groups_around_the_newest_entry_without_chains():

@@ -29,7 +29,7 @@ def entries(session):
         name: add_topic(session, title=title, summary=summary, keep=True, age_days=age, messages=2)
         for name, title, summary, age in [
             ("ledger", "Ledger storage", "Ledger on PostgreSQL.", 30),
-            ("again", "Ledger database", "Ledger stays on PostgreSQL 16.", 20),
+            ("again", "Ledger database", "The ledger moves to version 16 of the database.", 20),
             ("lisbon", "Offsite city", "We chose Lisbon.", 15),
             ("porto", "Offsite moved", "We switched to Porto.", 5),
         ]

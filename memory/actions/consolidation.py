@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -125,6 +125,7 @@ class Operation:
     into: int | None = None  # merge: the target
     title: str = ""
     summary: str = ""
+    by_rules: bool = False  # the model-free pass's near-duplicate merge, not the model's
 
     def as_dict(self) -> dict[str, Any]:
         if self.op == "supersede":
@@ -132,7 +133,8 @@ class Operation:
         body: dict[str, Any] = {"op": "merge", "ids": list(self.ids)}
         if self.into is not None:
             body["into"] = self.into
-        return {**body, "title": self.title, "summary": self.summary}
+        body |= {"title": self.title, "summary": self.summary}
+        return {**body, "by": "rules"} if self.by_rules else body
 
 
 @dataclass
@@ -142,6 +144,7 @@ class Prepared:
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the model was shown
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answer: dict | None = None
+    near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
     error: str = ""
     nothing: str = ""  # why the model was not asked: nothing to consolidate
     model_name: str = ""
@@ -255,6 +258,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         prepared.nothing = "no two entries share a subject, nor one with a fact"
         return prepared
     messages, prepared.entries = consolidation_messages(groups, list(facts.values()))
+    prepared.near_duplicates = offline_answer(entries)
     try:
         prepared.answer = model.complete_json(
             messages=messages,
@@ -344,6 +348,8 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             return True
         run.block_before = scope_block(scope, budget=budget)
         outcome = _apply(run, operations, topics, document=document, agent=agent, user=user)
+        left = _near_duplicates_left(prepared, outcome)
+        _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
         run.applied, run.snapshot = outcome.applied, outcome.snapshot
         run.refused = unusable + outcome.refused
         run.result = {key: topic_fields(topics[int(key)]) for key in outcome.snapshot}
@@ -367,9 +373,36 @@ def _finish(run: ConsolidationRun, status: str, detail: str) -> None:
     run.save()
 
 
-def _apply(run: ConsolidationRun, operations: list, topics: dict[int, Topic], *, document, **scope):
-    outcome = _Outcome()
-    gone: set[int] = set()  # left memory earlier in this run
+def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operation]:
+    """The model-free pass's merges of near-duplicates (memory/actions/consolidation_rules.py)
+    among the entries the model's applied operations left alone: what text statistics tell
+    apart surely is merged even when a small model missed it. Only beside a usable answer
+    (an unusable one changes nothing), and checked like the model's."""
+    proposed = (prepared.near_duplicates or {}).get("operations", [])
+    known = {topic_id for operation in proposed for topic_id in operation["ids"]}
+    try:
+        operations, _ = parse_consolidation_answer({"operations": proposed}, known=known)
+    except UnusableAnswer:  # nothing the pass proposed fits the checks: nothing to add
+        return []
+    touched = {int(key) for key in outcome.snapshot}
+    return [
+        replace(operation, by_rules=True)
+        for operation in operations
+        if isinstance(operation, Operation) and not touched & set(operation.ids)
+    ]
+
+
+def _apply(
+    run: ConsolidationRun,
+    operations: list,
+    topics: dict[int, Topic],
+    *,
+    document,
+    outcome: _Outcome | None = None,
+    **scope,
+):
+    outcome = outcome or _Outcome()
+    gone: set[int] = set()  # left memory earlier in this call
     for operation in operations:
         if isinstance(operation, FactOperation):
             _fact(run, operation, document, outcome, **scope)
