@@ -13,6 +13,7 @@ from memory.actions.consolidation_prompt import CONSOLIDATION_FACTS_PROMPT
 from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
+from memory.stores.memory_sources import runs_operations
 from tests.memory_builders import add_topic
 from tests.test_consolidation import fresh, merge
 
@@ -245,6 +246,8 @@ def test_near_duplicates_a_model_left_alone_are_merged_by_the_rules_beside_its_a
         assert fresh(lisbon).deprecated and fresh(porto).summary.startswith("We chose Porto")
     assert len(run.applied) == len(operations) + len(by_rules)
 
+    described = runs_operations([run])[run.pk]  # as the panel and REST show the run
+    assert [op["by"] for op in described if op["op"] == "merge"] == ["rules"] * len(by_rules)
     do_undo_consolidation(run=run, user=alice)
     assert block(session) == block_before
 

@@ -103,6 +103,7 @@ def test_the_run_says_what_it_did_and_refused_with_the_topics_as_links(
         "op": "merge",
         "applied": True,
         "reason": "",
+        "by": "model",
         "into": ref(e["again"]),
         "sources": [ref(e["ledger"])],
     }

@@ -177,6 +177,7 @@ def _describe(op: dict, applied: bool, refs, run: ConsolidationRun) -> dict[str,
     into = op.get("into")
     return {
         **body,
+        "by": op.get("by", "model"),  # or "rules": the model-free pass's near-duplicates
         "into": asdict(_ref(refs, into, titles)) if into is not None else None,
         "sources": [asdict(_ref(refs, i, titles)) for i in op.get("ids", []) if i != into],
     }

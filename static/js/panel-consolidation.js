@@ -66,7 +66,10 @@ export function consolidationSection({ api, agentId, runs, link, reload }) {
 
   function operation(op) {
     const words = {
-      merge: () => ["Merged ", ...listed(op.sources.map(link)), ...(op.into ? [" into ", link(op.into)] : [])],
+      merge: () => [
+        "Merged ", ...listed(op.sources.map(link)), ...(op.into ? [" into ", link(op.into)] : []),
+        ...(op.by === "rules" ? [" (near-duplicates, by their words)"] : []),
+      ],
       supersede: () => ["Superseded ", link(op.old), " by ", link(op.new)],
       fact: () => op.outdated
         ? ["Marked the fact “" + op.key + "” outdated"]
