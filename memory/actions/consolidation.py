@@ -15,6 +15,9 @@ record (id, day, title, summary; ``deprecated`` for a reversed one, title only;
 * ``fact``: a durable fact a later entry made stale is updated or marked outdated (the
   model is shown the scope's facts too; memory/actions/consolidation_facts.py).
 
+Beside a usable answer, the model-free pass's near-duplicate merges apply too, on the
+entries the model's applied operations left alone (recorded ``"by": "rules"``).
+
 The human always wins. An entry the user curated (either manual flag set, or the user's
 own title and summary) is never merged away, rewritten, demoted or deprecated: an
 operation that would do so is refused and recorded with the reason in the run's
