@@ -219,9 +219,10 @@ def test_the_offline_pass_leaves_entries_of_different_subjects_alone(
 def test_near_duplicates_a_model_left_alone_are_merged_by_the_rules_beside_its_answer(
     fake_openai, alice, agent, session, answer
 ):
-    """What text statistics alone tell apart (the offline pass's near-duplicates) is merged
-    even when the model, asked about it, proposed nothing for it; marked as the rules', and
-    undone with the rest. The entries the model changed are left to the model."""
+    """Near-duplicates (what text statistics alone can tell is one subject: the offline
+    pass's merges) are merged even when the model, asked about them, proposed nothing for
+    them; marked as the rules', and undone with the rest. The entries the model changed are
+    left to the model."""
     older = in_memory(session, "Ledger storage", LEDGER + " Nightly backups.", 40)
     newer = in_memory(session, "Ledger database", LEDGER, 30)
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)

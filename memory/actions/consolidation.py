@@ -378,9 +378,9 @@ def _finish(run: ConsolidationRun, status: str, detail: str) -> None:
 
 def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operation]:
     """The model-free pass's merges of near-duplicates (memory/actions/consolidation_rules.py)
-    among the entries the model's applied operations left alone: what text statistics tell
-    apart surely is merged even when a small model missed it. Only beside a usable answer
-    (an unusable one changes nothing), and checked like the model's."""
+    among the entries the model's applied operations left alone: what text statistics can
+    tell is one subject is merged even when a small model missed it. Only beside a usable
+    answer (an unusable one changes nothing), and checked like the model's."""
     proposed = (prepared.near_duplicates or {}).get("operations", [])
     known = {topic_id for operation in proposed for topic_id in operation["ids"]}
     try:
