@@ -215,6 +215,49 @@ def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
     assert report["ok"] is True and set(report["targets"]) == {"vs_none", "update_vs_fact"}
 
 
+def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:
+    """bench/memory_qa_reach.py: no model at all (the offline one), its own SQLite."""
+    skip = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DRIFTLESS_VAR_DIR")
+    clean = {key: value for key, value in os.environ.items() if key not in skip}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "memory_qa_reach.py"), "--data", str(data)],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_reach_bench_says_which_answers_reach_the_prompt(tmp_path):
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(json.dumps(HISTORY) + "\n", encoding="utf-8")
+
+    run = run_reach(data)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    reached = {
+        row["q"]: (row["prompt"], row["recalled"], row["retrieval"]) for row in report["rows"]
+    }
+    # No abstain question; nothing promoted offline, so what reaches Driftless is recalled.
+    # "my sibling relocates" shares no word with "brother moving": nothing finds it.
+    assert reached == {
+        "Who sold me the kiln?": (True, True, True),
+        "What is my gym locker code?": (True, True, True),
+        "Which city is my brother moving to?": (False, False, False),
+        "What colour will the kitchen paint be?": (True, True, True),
+    }
+    assert report["by_kind"]["all"] == {"questions": 4, "prompt": 3, "recalled": 3, "retrieval": 3}
+
+    # Without the recalled passages the answers no longer reach Driftless: a missed target.
+    off = run_reach(data, RECALL_IN_CONTEXT="false")
+
+    assert off.returncode == 1, off.stdout + off.stderr
+    counts = json.loads(off.stdout.strip().splitlines()[-1])["by_kind"]["all"]
+    assert (counts["prompt"], counts["recalled"], counts["retrieval"]) == (0, 0, 3)
+
+
 def test_scoring_normalizes_and_abstains_in_several_languages():
     fact = Question("Wer?", "Gwen Hollis", "fact", accept=("Mrs Hollis",))
     # four words said, both wanted: precision 1/2, recall 1

@@ -1,0 +1,144 @@
+"""Does the answer reach the prompt? The memory QA set measured with no model at all.
+
+Usage (from the repository root)::
+
+    python bench/memory_qa_reach.py --data bench/data/memory-qa-tune.jsonl [--ids a,b]
+    python bench/memory_qa_reach.py --locomo PATH/locomo10.json [--conversations 2]
+
+Each history is replayed through the product with the offline model, as
+``bench/memory_qa.py --ingest offline`` does (so nothing is promoted and the past reaches
+the agent through recall). Then, for every question but ``abstain`` ones, a new session of
+the history's scope is opened with the question as its user message and its context
+assembled as a turn would send it (memory/actions/context.py). Three things are checked:
+
+* ``prompt``: whether the gold answer, or an ``accept`` alternative, is in Driftless's whole
+  request, normalized as the QA bench scores replies;
+* ``recalled``: whether it is in the passages recalled for the question;
+* ``retrieval``: whether it is in the retrieval baseline's context at the same size.
+
+A model can only answer what reaches it, so this bounds what a ranking or a share can
+gain. It runs in seconds, which makes it the loop to choose them on (the tune half only).
+It prints a table per kind and a last JSON line ``{"bench": "memory_qa_reach", ...}``, and
+exits 1 when Driftless's prompt holds the answer for fewer questions than retrieval's
+context does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import memory_qa  # noqa: E402  (needs the sys.path lines above)
+from memory_qa_data import contains, load_histories, load_locomo  # noqa: E402
+
+CHECKS = ("prompt", "recalled", "retrieval")
+
+
+def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
+    """One row per answerable question: which of the three holds its answer."""
+    from memory.actions.context import RECALLED_TITLE, assemble_context
+    from memory.models import Message, Session
+    from memory.stores.messages import store_message
+
+    agent, user, _ = memory_qa.make_scope(f"r{number}-{history.id}")
+    ledger.phase = "ingest"
+    memory_qa.ingest(history, agent=agent, user=user, pending=pending)
+    rows = []
+    for question in history.questions:
+        if question.kind == "abstain":
+            continue
+        session = Session.objects.start(user=user, agent=agent)
+        try:
+            store_message(session=session, role=Message.Role.USER, content=question.q)
+            stack = assemble_context(session=session)
+        finally:
+            Session.objects.filter(pk=session.pk).delete()
+        size = memory_qa.request_estimate(stack.messages, stack.tools)
+        texts = [  # the question itself holds no answer
+            str(message.get("content") or "")
+            for message in stack.messages
+            if (message["role"], message.get("content")) != ("user", question.q)
+        ]
+        recalled = next((t for t in texts if t.startswith(f"## {RECALLED_TITLE}")), "")
+        retrieval, _ = memory_qa.retrieval_context(
+            user=user, agent=agent, question=question, budget=size
+        )
+        golds = (question.answer, *question.accept)
+        found = {
+            "prompt": "\n".join(texts),
+            "recalled": recalled,
+            "retrieval": retrieval,
+        }
+        rows.append(
+            {
+                "history": history.id,
+                "kind": question.kind,
+                "q": question.q,
+                "tokens": size,
+                **{name: any(contains(text, g) for g in golds) for name, text in found.items()},
+            }
+        )
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    kinds = sorted({row["kind"] for row in rows})
+    table = {}
+    for kind in [*kinds, "all"]:
+        chosen = [row for row in rows if kind in ("all", row["kind"])]
+        table[kind] = {"questions": len(chosen), **{c: sum(r[c] for r in chosen) for c in CHECKS}}
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="a memory-qa JSON Lines file (bench/data/memory-qa-*)")
+    source.add_argument("--locomo", help="the path of LoCoMo's locomo10.json (never copied)")
+    parser.add_argument("--conversations", type=int, default=2, help="LoCoMo: how many")
+    parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
+    args = parser.parse_args(argv)
+    if args.data:
+        histories = load_histories(args.data)
+    else:
+        histories = load_locomo(
+            args.locomo, conversations=args.conversations, categories={1, 2, 3, 4}
+        )
+    wanted = {part.strip() for part in args.ids.split(",") if part.strip()}
+    histories = [h for h in histories if not wanted or h.id in wanted]
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):  # no model: the offline one
+        os.environ[name] = ""
+    workdir = tempfile.mkdtemp(prefix="bench-memory-qa-reach-")
+    try:
+        memory_qa.configure(workdir)
+        ledger, pending = memory_qa.Ledger(offline_ingest=True), []
+        memory_qa.install_recorder(ledger, pending)
+        rows = []
+        for number, history in enumerate(histories):
+            rows += reach_of_history(history, number, ledger, pending)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    table = summarize(rows)
+    print(f"answer reaches the prompt: {args.data or args.locomo}; {len(rows)} questions")
+    print(f"{'kind':>22}  {'n':>3}  " + "  ".join(f"{c:>9}" for c in CHECKS))
+    for kind, counts in table.items():
+        cells = "  ".join(f"{counts[c]:>9}" for c in CHECKS)
+        print(f"{kind:>22}  {counts['questions']:>3}  {cells}")
+    tokens = sum(row["tokens"] for row in rows) / max(1, len(rows))
+    print(f"Driftless's request: about {tokens:,.0f} tokens a question (estimated)")
+    ok = table["all"]["prompt"] >= table["all"]["retrieval"]
+    print(json.dumps({"bench": "memory_qa_reach", "by_kind": table, "rows": rows, "ok": ok}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
