@@ -610,13 +610,25 @@ def configure(workdir: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the histories come from: the project's JSON Lines, or LoCoMo's file."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="a memory-qa JSON Lines file (bench/data/memory-qa-*)")
     source.add_argument("--locomo", help="the path of LoCoMo's locomo10.json (never copied)")
     parser.add_argument("--conversations", type=int, default=2, help="LoCoMo: how many")
     parser.add_argument("--categories", default="1,2,3,4", help="LoCoMo: question categories")
+
+
+def load_source(args: argparse.Namespace) -> list[History]:
+    if args.data:
+        return load_histories(args.data)
+    categories = {int(c) for c in args.categories.split(",") if c.strip()}
+    return load_locomo(args.locomo, conversations=args.conversations, categories=categories)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_source_arguments(parser)
     parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
     parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
     parser.add_argument("--questions-per-history", type=int, default=0)
@@ -636,14 +648,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.data:
-        histories = load_histories(args.data)
-    else:
-        categories = {int(c) for c in args.categories.split(",") if c.strip()}
-        histories = load_locomo(
-            args.locomo, conversations=args.conversations, categories=categories
-        )
-    histories = select(histories, args)
+    histories = select(load_source(args), args)
     workdir = tempfile.mkdtemp(prefix="bench-memory-qa-")
     started = time.perf_counter()
     try:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import contains, load_histories, load_locomo  # noqa: E402
+from memory_qa_data import contains  # noqa: E402
 
 CHECKS = ("prompt", "recalled", "retrieval")
 
@@ -101,18 +101,10 @@ def summarize(rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", help="a memory-qa JSON Lines file (bench/data/memory-qa-*)")
-    source.add_argument("--locomo", help="the path of LoCoMo's locomo10.json (never copied)")
-    parser.add_argument("--conversations", type=int, default=2, help="LoCoMo: how many")
+    memory_qa.add_source_arguments(parser)
     parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
     args = parser.parse_args(argv)
-    if args.data:
-        histories = load_histories(args.data)
-    else:
-        histories = load_locomo(
-            args.locomo, conversations=args.conversations, categories={1, 2, 3, 4}
-        )
+    histories = memory_qa.load_source(args)
     wanted = {part.strip() for part in args.ids.split(",") if part.strip()}
     histories = [h for h in histories if not wanted or h.id in wanted]
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):  # no model: the offline one
