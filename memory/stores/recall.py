@@ -56,6 +56,7 @@ from memory.stores.search import (
 RECALL_DEFAULT_HITS = 5
 RECALL_MAX_HITS = 10
 RECALL_CANDIDATES = 60  # per kind, from the index, before ranking
+RECALL_MAX_TERMS = 12  # a query's content words searched for (stopwords never count)
 RECALL_SNIPPET_CHARS = 300
 RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
 RECALL_READ_TOPIC_MESSAGES = 12
@@ -98,8 +99,11 @@ class RecallHit:
 
 
 def recall_terms(query: object) -> list[str]:
-    """The terms a recall query searches for (SearchError when it has no word)."""
-    words = check_search_query(query)
+    """The terms a recall query searches for, its first ``RECALL_MAX_TERMS`` content words
+    stemmed (SearchError when it has no word). The cap counts content words, not words: a
+    question's second half ("... and going back to climbing twice a week?") is searched
+    for as much as its first."""
+    words = check_search_query(query, max_words=None)
     language = language_of(str(query))
     stop = stopwords(language) | ENGLISH_STOPWORDS
     content = [word for word in words if word not in stop and (len(word) > 1 or word.isdigit())]
@@ -108,7 +112,7 @@ def recall_terms(query: object) -> list[str]:
         term = _stem_prefix(word, language)
         if term not in terms:
             terms.append(term)
-    return terms
+    return terms[:RECALL_MAX_TERMS]
 
 
 def _stem_prefix(word: str, language: str) -> str:

@@ -69,13 +69,14 @@ class SearchHit:
         return {"fact": "Fact", "topic": "Topic", "message": "Message"}[self.kind]
 
 
-def check_search_query(query: object) -> list[str]:
-    """The words of a query, or SearchError when there is nothing to search for."""
+def check_search_query(query: object, *, max_words: int | None = QUERY_MAX_WORDS) -> list[str]:
+    """The words of a query (its first ``max_words``; all of them with None), or
+    SearchError when there is nothing to search for."""
     if not isinstance(query, str):
         raise SearchError("expected text")
     if len(query) > QUERY_MAX_CHARS:
         raise SearchError(f"at most {QUERY_MAX_CHARS} characters")
-    words = [word.casefold() for word in _WORD.findall(query)][:QUERY_MAX_WORDS]
+    words = [word.casefold() for word in _WORD.findall(query)][:max_words]
     if not words:
         raise SearchError("type at least one word")
     return words
