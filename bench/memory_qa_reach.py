@@ -16,6 +16,12 @@ assembled as a turn would send it (memory/actions/context.py). Three things are 
 * ``recalled``: whether it is in the passages recalled for the question;
 * ``retrieval``: whether it is in the retrieval baseline's context at the same size.
 
+An answer that is computed ("how many days between ...", "how much in total") is in no
+turn; what it needs is its evidence, the turns the question names. So two more counts, of
+the evidence turns: ``evidence`` in all, ``ev_prompt`` and ``ev_retrieval`` those that
+reach Driftless's request and retrieval's context (a turn reaches a text when one of its
+runs of ``EVIDENCE_WORDS`` words is there: a passage may show a cut of it).
+
 A model can only answer what reaches it, so this bounds what a ranking or a share can
 gain. It runs in seconds, which makes it the loop to choose them on (the tune half only).
 It prints a table per kind and a last JSON line ``{"bench": "memory_qa_reach", ...}``, and
@@ -38,9 +44,21 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import contains  # noqa: E402
+from memory_qa_data import contains, normalize  # noqa: E402
 
 CHECKS = ("prompt", "recalled", "retrieval")
+EVIDENCE = ("evidence", "ev_prompt", "ev_retrieval")
+EVIDENCE_WORDS = 6
+
+
+def shingles(text: str, size: int = EVIDENCE_WORDS) -> set[tuple[str, ...]]:
+    """Every run of ``size`` words of ``text``, normalized (the whole text when shorter)."""
+    words = normalize(text).split()
+    return {tuple(words[i : i + size]) for i in range(max(1, len(words) - size + 1))}
+
+
+def reaches(turn: str, text_shingles: set[tuple[str, ...]]) -> bool:
+    return not shingles(turn).isdisjoint(text_shingles)
 
 
 def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
@@ -73,6 +91,8 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
             user=user, agent=agent, question=question, budget=size
         )
         golds = (question.answer, *question.accept)
+        turns = [history.sessions[s].turns[t].text for s, t in question.evidence]
+        in_prompt, in_retrieval = shingles("\n".join(texts)), shingles(retrieval)
         found = {
             "prompt": "\n".join(texts),
             "recalled": recalled,
@@ -85,6 +105,9 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
                 "q": question.q,
                 "tokens": size,
                 **{name: any(contains(text, g) for g in golds) for name, text in found.items()},
+                "evidence": len(turns),
+                "ev_prompt": sum(reaches(turn, in_prompt) for turn in turns),
+                "ev_retrieval": sum(reaches(turn, in_retrieval) for turn in turns),
             }
         )
     return rows
@@ -95,7 +118,8 @@ def summarize(rows: list[dict]) -> dict:
     table = {}
     for kind in [*kinds, "all"]:
         chosen = [row for row in rows if kind in ("all", row["kind"])]
-        table[kind] = {"questions": len(chosen), **{c: sum(r[c] for r in chosen) for c in CHECKS}}
+        counted = (*CHECKS, *EVIDENCE)
+        table[kind] = {"questions": len(chosen), **{c: sum(r[c] for r in chosen) for c in counted}}
     return table
 
 
@@ -121,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     table = summarize(rows)
     print(f"answer reaches the prompt: {args.data or args.locomo}; {len(rows)} questions")
-    print(f"{'kind':>22}  {'n':>3}  " + "  ".join(f"{c:>9}" for c in CHECKS))
+    print(f"{'kind':>22}  {'n':>3}  " + "  ".join(f"{c:>12}" for c in (*CHECKS, *EVIDENCE)))
     for kind, counts in table.items():
-        cells = "  ".join(f"{counts[c]:>9}" for c in CHECKS)
+        cells = "  ".join(f"{counts[c]:>12}" for c in (*CHECKS, *EVIDENCE))
         print(f"{kind:>22}  {counts['questions']:>3}  {cells}")
     tokens = sum(row["tokens"] for row in rows) / max(1, len(rows))
     print(f"Driftless's request: about {tokens:,.0f} tokens a question (estimated)")

@@ -248,7 +248,16 @@ def test_the_reach_bench_says_which_answers_reach_the_prompt(tmp_path):
         "Which city is my brother moving to?": (False, False, False),
         "What colour will the kitchen paint be?": (True, True, True),
     }
-    assert report["by_kind"]["all"] == {"questions": 4, "prompt": 3, "recalled": 3, "retrieval": 3}
+    assert report["by_kind"]["all"] == {
+        "questions": 4,
+        "prompt": 3,
+        "recalled": 3,
+        "retrieval": 3,
+        # the one question naming its evidence turn: it reaches both
+        "evidence": 1,
+        "ev_prompt": 1,
+        "ev_retrieval": 1,
+    }
 
     # Without the recalled passages the answers no longer reach Driftless: a missed target.
     off = run_reach(data, RECALL_IN_CONTEXT="false")
@@ -256,6 +265,7 @@ def test_the_reach_bench_says_which_answers_reach_the_prompt(tmp_path):
     assert off.returncode == 1, off.stdout + off.stderr
     counts = json.loads(off.stdout.strip().splitlines()[-1])["by_kind"]["all"]
     assert (counts["prompt"], counts["recalled"], counts["retrieval"]) == (0, 0, 3)
+    assert (counts["ev_prompt"], counts["ev_retrieval"]) == (0, 1)
 
 
 def test_scoring_normalizes_and_abstains_in_several_languages():
