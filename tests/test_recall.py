@@ -33,7 +33,6 @@ from memory.models import Agent, Message, Notes, Session, Topic
 from memory.stores.recall import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
-
     RECALL_REPLY_CHARS,
     read_past_chat,
     recall_terms,
@@ -219,7 +218,7 @@ def test_the_words_match_their_other_forms_and_rare_words_rank_first(session, al
 
 def test_a_long_question_is_searched_for_to_its_end(session, alice, agent):
     """The cap counts content words: a question's second half, past its twelfth word, is
-    searched for too (here it is the only half that matches)."""
+    searched for too."""
     other = Session.objects.start(user=alice, agent=agent)
     past_topic(other, title="a", lines=["Back to climbing twice a week, the shoulder is strong."])
     question = (
@@ -233,6 +232,7 @@ def test_a_long_question_is_searched_for_to_its_end(session, alice, agent):
     assert hits and "climbing twice" in hits[0]["snippet"]
     many = " ".join(f"word{number}" for number in range(30))
     assert len(recall_terms(many)) == RECALL_MAX_TERMS  # bounded: a query per term
+
 
 @pytest.mark.parametrize(
     "arguments, error",
