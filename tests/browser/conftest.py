@@ -10,6 +10,7 @@ the browser holds, and rows the tests create are what the server reads. The test
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,22 +78,25 @@ def _yield_deadlocks_to_the_server() -> None:
     """The server (a subprocess) may still be at work when the test's database is flushed
     (an exit evaluation, a list refresh): its transaction and the flush's TRUNCATE can
     deadlock. PostgreSQL aborts the process that waits ``deadlock_timeout`` first; a long
-    one here makes that the server's late work, never the test's teardown."""
+    one here makes that the server's late work, never the test's teardown. Set before the
+    test and again after it, right before the flush: the test may have reopened the
+    connection, and a setting lives as long as its connection."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
         return
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SET deadlock_timeout = '10s'")
+            cursor.execute("SET deadlock_timeout = '60s'")
     except Exception:  # not a superuser: keep the default
         pass
 
 
 @pytest.fixture
-def live(_allow_async_unsafe, transactional_db, server_url) -> str:
+def live(_allow_async_unsafe, transactional_db, server_url) -> Iterator[str]:
     _yield_deadlocks_to_the_server()
-    return server_url
+    yield server_url
+    _yield_deadlocks_to_the_server()  # torn down before transactional_db's flush
 
 
 @pytest.fixture
@@ -167,4 +171,5 @@ def open_slow_chat(_allow_async_unsafe, transactional_db, slow_server_url, conte
         page.wait_for_selector("#conn[data-state=open]")
         return page
 
-    return open_
+    yield open_
+    _yield_deadlocks_to_the_server()  # torn down before transactional_db's flush
