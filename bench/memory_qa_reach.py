@@ -48,6 +48,7 @@ from memory_qa_data import contains, normalize  # noqa: E402
 
 CHECKS = ("prompt", "recalled", "retrieval")
 EVIDENCE = ("evidence", "ev_prompt", "ev_retrieval")
+COUNTED = (*CHECKS, *EVIDENCE)
 EVIDENCE_WORDS = 6
 
 
@@ -92,9 +93,10 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
         )
         golds = (question.answer, *question.accept)
         turns = [history.sessions[s].turns[t].text for s, t in question.evidence]
-        in_prompt, in_retrieval = shingles("\n".join(texts)), shingles(retrieval)
+        prompt = "\n".join(texts)
+        in_prompt, in_retrieval = shingles(prompt), shingles(retrieval)
         found = {
-            "prompt": "\n".join(texts),
+            "prompt": prompt,
             "recalled": recalled,
             "retrieval": retrieval,
         }
@@ -118,8 +120,7 @@ def summarize(rows: list[dict]) -> dict:
     table = {}
     for kind in [*kinds, "all"]:
         chosen = [row for row in rows if kind in ("all", row["kind"])]
-        counted = (*CHECKS, *EVIDENCE)
-        table[kind] = {"questions": len(chosen), **{c: sum(r[c] for r in chosen) for c in counted}}
+        table[kind] = {"questions": len(chosen), **{c: sum(r[c] for r in chosen) for c in COUNTED}}
     return table
 
 
@@ -145,9 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     table = summarize(rows)
     print(f"answer reaches the prompt: {args.data or args.locomo}; {len(rows)} questions")
-    print(f"{'kind':>22}  {'n':>3}  " + "  ".join(f"{c:>12}" for c in (*CHECKS, *EVIDENCE)))
+    print(f"{'kind':>22}  {'n':>3}  " + "  ".join(f"{c:>12}" for c in COUNTED))
     for kind, counts in table.items():
-        cells = "  ".join(f"{counts[c]:>12}" for c in (*CHECKS, *EVIDENCE))
+        cells = "  ".join(f"{counts[c]:>12}" for c in COUNTED)
         print(f"{kind:>22}  {counts['questions']:>3}  {cells}")
     tokens = sum(row["tokens"] for row in rows) / max(1, len(rows))
     print(f"Driftless's request: about {tokens:,.0f} tokens a question (estimated)")

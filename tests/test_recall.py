@@ -218,9 +218,9 @@ def test_the_words_match_their_other_forms_and_rare_words_rank_first(session, al
 
 def test_a_long_question_is_searched_for_to_its_end(session, alice, agent):
     """The cap counts content words: a question's second half, past its twelfth word, is
-    searched for too."""
+    searched for too (the past message shares no word with the first half)."""
     other = Session.objects.start(user=alice, agent=agent)
-    past_topic(other, title="a", lines=["Back to climbing twice a week, the shoulder is strong."])
+    past_topic(other, title="a", lines=["Back to climbing twice, the shoulder is strong."])
     question = (
         "How many weeks passed between seeing the doctor for the first time and going "
         "back to climbing twice a week?"
