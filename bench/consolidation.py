@@ -161,6 +161,19 @@ class ScriptedConsolidator:
             operations.extend(self._group(group))
         return json.dumps({"operations": operations}), None
 
+    def names(self, body: dict) -> str:
+        """The subject names call (memory/actions/consolidation_subjects.py): each entry
+        named by its labelled key (a small-talk entry by its title: it has no subject)."""
+        lines = body["messages"][1]["content"].splitlines()
+        records = [json.loads(line) for line in lines if line.startswith("{")]
+        subjects = []
+        for record in records:
+            entry = self.label.get(record["id"])
+            if entry is not None:
+                name = entry["title"] if entry["small_talk"] else entry["key"].replace("-", " ")
+                subjects.append({"id": record["id"], "name": name.lower()})
+        return json.dumps({"subjects": subjects})
+
     def _group(self, group: list[dict]) -> list[dict]:
         if len(group) < 2:
             return []
@@ -217,9 +230,12 @@ def run(args) -> dict:
         if args.model:
             settings.DRIFTLESS_MODEL = args.model
     else:
+        from memory.actions.consolidation_subjects import SUBJECTS_SCHEMA_NAME
         from tests.fake_openai import FakeOpenAI
 
-        fake = FakeOpenAI(responder=ScriptedConsolidator(with_.label))
+        scripted = ScriptedConsolidator(with_.label)
+        fake = FakeOpenAI(responder=scripted)
+        fake.routes[SUBJECTS_SCHEMA_NAME] = scripted.names
         settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = fake.base_url, "bench-key"
     settings.LLM_MAX_RETRIES = 0
     clear_client_cache()

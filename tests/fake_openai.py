@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import pytest
 
+from memory.actions.consolidation_subjects import SUBJECTS_SCHEMA_NAME
 from memory.llm import Usage, clear_client_cache
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -85,6 +86,10 @@ class FakeOpenAI:
         # (e.g. to check from another database connection what the caller holds locked).
         self.on_request: Callable[[dict], None] | None = None
         self._queue: deque[_Script] = deque()
+        # Calls of one JSON schema (by its name) answered by ``routes[name](body)`` ahead
+        # of the queue, their bodies kept in ``routed``, not ``requests``.
+        self.routes: dict[str, Callable[[dict], str]] = {}
+        self.routed: list[dict] = []
         self.refused_formats: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -147,6 +152,21 @@ class FakeOpenAI:
         self._push(_Script(content=content, tool_calls=scripted, usage=usage, delay=delay))
         return tuple(call_id for call_id, _, _ in scripted)
 
+    def name_subjects(self, names: dict[str, str]) -> None:
+        """Answer every subject names call of a consolidation (memory/actions/
+        consolidation_subjects.py): each entry shown named ``names[its title]``, or not
+        named when its title is not there."""
+
+        def answer(body: dict) -> str:
+            lines = body["messages"][1]["content"].splitlines()
+            records = [json.loads(line) for line in lines if line.startswith("{")]
+            named = [
+                {"id": r["id"], "name": names[r["title"]]} for r in records if r["title"] in names
+            ]
+            return json.dumps({"subjects": named})
+
+        self.routes[SUBJECTS_SCHEMA_NAME] = answer
+
     def fail(self, status: int = 500, message: str = "fake server error") -> None:
         """Queue an HTTP error with an OpenAI-style error body."""
         self._push(_Script(status=status, error_message=message))
@@ -202,10 +222,15 @@ class FakeOpenAI:
 
     def _take(self, body: dict, headers: dict[str, str]) -> _Script:
         """Record the request and pop the response scripted for it."""
+        response_format = body.get("response_format") or {}
+        route = self.routes.get((response_format.get("json_schema") or {}).get("name"))
         with self._lock:
+            if route is not None:
+                self.routed.append(body)
+                return _Script(content=route(body))
             self.requests.append(body)
             self.headers.append(headers)
-            kind = (body.get("response_format") or {}).get("type")
+            kind = response_format.get("type")
             if kind in self.refused_formats:
                 message = f"response_format type {kind!r} is not supported"
                 return _Script(status=400, error_message=message)
@@ -444,6 +469,9 @@ def fake_openai(settings: Any) -> Iterator[FakeOpenAI]:
     a developer's environment does not leak into assertions.
     """
     server = FakeOpenAI()
+    # A consolidation asks the model to name the entries' subjects before it asks for
+    # operations; unless a test scripts that call, it names nothing (groups by words only).
+    server.routes[SUBJECTS_SCHEMA_NAME] = lambda body: '{"subjects": []}'
     settings.OPENAI_BASE_URL = server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.DRIFTLESS_MODEL = "gpt-4o-mini"

@@ -48,6 +48,8 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     weather = in_memory(session, "Weather chat", "Small talk about rain.", 5)
     in_memory(session, "Weather again", "It was sunny at last.", 4)
     before = {t.pk: topic_fields(t) for t in (lisbon, weather)}
+    # Named alike, they are shown in one group: the model may propose it, text decides.
+    fake_openai.name_subjects({"Offsite city": "outdoors", "Weather chat": "outdoors"})
     fake_openai.reply_json(
         {
             "operations": [
@@ -80,6 +82,7 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
     in_memory(session, "Ledger database", "The ledger moves to version 16 of the database.", 15)
     porto = in_memory(session, "Offsite city changed", "The offsite moves to Porto.", 10)
+    fake_openai.name_subjects({"Offsite city changed": "storage", "Ledger storage": "storage"})
     fake_openai.reply_json(
         {
             "operations": [
@@ -97,6 +100,37 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     assert (refused["old"], refused["new"]) == (ledger.pk, porto.pk)
     assert refused["reason"].startswith("unrelated: entry #")
     assert not fresh(ledger).deprecated
+
+
+def test_a_merge_of_entries_shown_in_different_groups_is_refused(
+    fake_openai, alice, agent, session
+):
+    """The prompt allows one group an operation; the 1.5B model merged "Offsite planning"
+    into the budget's entries of the next group (they share "budget")."""
+    offsite = in_memory(session, "Offsite planning", "Lisbon offsite: budget 9k EUR.", 30)
+    in_memory(session, "Offsite moved", "The Lisbon offsite moves to Porto.", 25)
+    sheet = in_memory(session, "Budget spreadsheet", "Household budget sheet by month.", 20)
+    app = in_memory(session, "Budget app", "The household budget sheet moves to an app.", 10)
+    fake_openai.reply_json(
+        {
+            "operations": [
+                merge(offsite, sheet, title="Budget", summary="Offsite and household budget."),
+                merge(sheet, app, title="Budget app", summary="Household budget in an app."),
+            ]
+        }
+    )
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    (applied,) = [op for op in run.applied if op.get("by") != "rules"]
+    assert applied["ids"] == [sheet.pk, app.pk]
+    (refused,) = run.refused
+    assert refused["ids"] == [offsite.pk, sheet.pk]
+    assert refused["reason"] == (
+        f"across groups: entries #{offsite.pk}, #{sheet.pk} were shown in different groups"
+    )
+    assert "Offsite and household budget" not in run.block_after
+    assert fresh(sheet).title == "Budget spreadsheet"  # merged away into the app, unchanged
 
 
 def test_the_entry_sharing_least_with_the_rest_of_a_merge_is_named():

@@ -48,7 +48,7 @@ def merge_and_supersede(fake_openai, entries):
                     "summary": "Ledger on PostgreSQL 16.",
                 },
                 {"op": "supersede", "old": e["lisbon"].pk, "new": e["porto"].pk},
-                # Porto by the ledger: about different subjects, refused.
+                # Porto by the ledger: shown in different groups, refused.
                 {"op": "supersede", "old": e["porto"].pk, "new": e["again"].pk},
             ]
         }
@@ -114,7 +114,7 @@ def test_the_run_says_what_it_did_and_refused_with_the_topics_as_links(
         "old": ref(e["lisbon"]),
         "new": ref(e["porto"]),
     }
-    assert refused["applied"] is False and refused["reason"].startswith("unrelated")
+    assert refused["applied"] is False and refused["reason"].startswith("across groups")
     assert (refused["old"], refused["new"]) == (ref(e["porto"]), ref(e["again"]))
     (listed,) = as_alice.get(RUNS.format(agent=agent.pk)).json()
     assert listed["operations"] == run["operations"]

@@ -1,11 +1,10 @@
 """Consolidation: memory that stays true as it grows, and never overrides the user.
 
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
-entries that may share a subject, in groups (memory/actions/consolidation_prompt.py:
-text statistics put them there, so a model picks among a few neighbours and never joins
-entries of different subjects it was shown side by side), each a compact one-line JSON
-record (id, day, title, summary; ``deprecated`` for a reversed one, title only;
-``user_curated`` when the user chose or wrote the entry), and proposes operations:
+entries that may share a subject, in groups (memory/actions/consolidation_prompt.py: by
+their words, or the subject names the model gave them, memory/actions/consolidation_subjects.py),
+each a one-line JSON record (id, day, title, summary; ``deprecated`` for a reversed one,
+title only; ``user_curated`` when the user chose or wrote it), and proposes operations:
 
 * ``merge``: entries about one subject become one. The target (``into``, else the newest)
   takes the merged title and summary; the other entries leave memory (demoted by the
@@ -26,12 +25,15 @@ target of a merge (its text is then kept as the user left it) or the successor o
 supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the trace of
 a reversal), so an operation naming one is refused too. A merge whose entries are not
 about one subject by text statistics is refused as ``unrelated``
-(memory/actions/consolidation_rules.py): model output goes through the same checks as the
-user's input.
+(memory/actions/consolidation_rules.py), and so is one naming entries of two groups the
+model was shown (the prompt allows one group: the 1.5B model merged "Offsite planning" into
+the budget's entries): model output goes through the same checks as the user's input.
 
 An unusable answer changes nothing: a model failure, an answer that is not a JSON object
-with an ``operations`` list, an unknown operation, an id the model was not shown, a merge
-without a title and summary. The run records why.
+with an ``operations`` list, or one without a usable operation. An operation is unusable
+when unknown, naming an id the model was not shown, or a merge without a title and summary
+(memory/actions/consolidation_answer.py): it is refused, and the answer's other operations
+still apply. The run records why.
 
 No model call under a lock. :func:`do_consolidate` reads the entries and a ``basis`` of
 every in-memory topic of the scope, calls the model with no lock held, then locks the
@@ -56,7 +58,6 @@ while one runs.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,12 +66,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.actions.consolidation_answer import Operation, parse_consolidation_answer
 from memory.actions.consolidation_facts import (
     FactOperation,
     apply_fact_operation,
     fact_lines,
     fact_refusal,
-    parse_fact_operation,
     undo_fact_changes,
 )
 from memory.actions.consolidation_prompt import (
@@ -86,10 +87,10 @@ from memory.actions.consolidation_rules import (
     unrelated_entry,
     unrelated_reason,
 )
+from memory.actions.consolidation_subjects import subject_names
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
-from memory.lib.validation import check_summary, check_topic_title
 from memory.llm import LLMError, get_chat_model
 from memory.models import Agent, ConsolidationRun, MemoryDecision, MemoryState, Session, Topic
 from memory.stores import leases
@@ -113,31 +114,10 @@ from memory.stores.facts import lock_scope_facts, scope_facts
 
 logger = logging.getLogger(__name__)
 
-MAX_OPERATIONS = 200
 # An answer is a few operations: a small model that runs on repeats them for minutes (one
 # wrote 3,000 tokens at 9 a second). Cut there, it is not JSON: unusable, nothing changes.
 ANSWER_MAX_TOKENS = 2000
 STALE_ATTEMPTS = 2
-_OPS = ("merge", "supersede", "fact")
-
-
-@dataclass(frozen=True)
-class Operation:
-    op: str  # merge | supersede
-    ids: tuple[int, ...]  # merge: the entries; supersede: (old, new)
-    into: int | None = None  # merge: the target
-    title: str = ""
-    summary: str = ""
-    by_rules: bool = False  # the model-free pass's near-duplicate merge, not the model's
-
-    def as_dict(self) -> dict[str, Any]:
-        if self.op == "supersede":
-            return {"op": "supersede", "old": self.ids[0], "new": self.ids[1]}
-        body: dict[str, Any] = {"op": "merge", "ids": list(self.ids)}
-        if self.into is not None:
-            body["into"] = self.into
-        body |= {"title": self.title, "summary": self.summary}
-        return {**body, "by": "rules"} if self.by_rules else body
 
 
 @dataclass
@@ -145,6 +125,7 @@ class Prepared:
     entries: list[ConsolidationEntry]
     basis: tuple
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the model was shown
+    groups: list[list[int]] = field(default_factory=list)  # the groups it was shown entries in
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answer: dict | None = None
     near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
@@ -158,82 +139,6 @@ class _Outcome:
     applied: list[dict] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)
     snapshot: dict[str, dict] = field(default_factory=dict)
-
-
-# --- reading the answer ----------------------------------------------------------------------
-
-
-def parse_consolidation_answer(
-    answer: object, *, known: set[int], facts: dict[str, Any] | None = None
-) -> tuple[list[Operation | FactOperation], list[dict[str, Any]]]:
-    """The usable operations of an answer, and a refusal record for each unusable one (an
-    id or key the model was not shown, a merge without a summary...): each operation is
-    checked on its own, as the user's input would be. UnusableAnswer when the answer has
-    no operations list, too many, or not one usable operation: then nothing changes.
-    ``known``: the entry ids the model was shown; ``facts``: the facts it was shown."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
-        raise UnusableAnswer('the answer has no "operations" list')
-    raw = answer["operations"]
-    if len(raw) > MAX_OPERATIONS:
-        raise UnusableAnswer(f"{len(raw)} operations proposed (at most {MAX_OPERATIONS})")
-    usable, unusable = [], []
-    for index, item in enumerate(raw):
-        try:
-            usable.append(_operation(item, known=known, facts=facts or {}, index=index))
-        except UnusableAnswer as err:
-            proposed = one_line(json.dumps(item, ensure_ascii=False, default=str), 300)
-            unusable.append({"op": "unusable", "proposed": proposed, "reason": str(err)})
-    if unusable and not usable:
-        raise UnusableAnswer("; ".join(refusal["reason"] for refusal in unusable[:3]))
-    return usable, unusable
-
-
-def _operation(
-    item: object, *, known: set[int], facts: dict[str, Any], index: int
-) -> Operation | FactOperation:
-    where = f"operation {index + 1}"
-    if not isinstance(item, dict) or item.get("op") not in _OPS:
-        raise UnusableAnswer(f"{where} is not a merge, a supersede or a fact")
-    if item["op"] == "fact":
-        return parse_fact_operation(item, facts=facts, where=where)
-    if item["op"] == "supersede":
-        old, new = _id(item.get("old"), known, where), _id(item.get("new"), known, where)
-        if old == new:
-            raise UnusableAnswer(f"{where} supersedes entry #{old} by itself")
-        return Operation("supersede", (old, new))
-    ids = item.get("ids")
-    if not isinstance(ids, list):
-        raise UnusableAnswer(f"{where}: a merge needs an ids list")
-    merged = tuple(dict.fromkeys(_id(value, known, where) for value in ids))
-    if len(merged) < 2:
-        raise UnusableAnswer(f"{where}: a merge needs two different entries")
-    into = item.get("into")
-    into = None if into is None else _id(into, known, where)
-    if into is not None and into not in merged:
-        raise UnusableAnswer(f"{where}: the target #{into} is not one of the merged entries")
-    try:
-        title = check_topic_title(item.get("title"))
-        summary = check_summary(item.get("summary"))
-    except InvalidInput as err:
-        raise UnusableAnswer(f"{where}: {err.field}: {err.message}") from err
-    if not summary:
-        raise UnusableAnswer(f"{where}: a merge needs a summary")
-    return Operation("merge", merged, into=into, title=title, summary=summary)
-
-
-def _id(value: object, known: set[int], where: str) -> int:
-    """An entry id as the model wrote it: 12, "12" or "#12"; one it was shown."""
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip().removeprefix("#")
-        if text.isascii() and text.isdecimal():
-            number = int(text)
-    if number is None or number not in known:
-        shown = one_line(repr(value), 40)
-        raise UnusableAnswer(f"{where} names an entry that was not shown: {shown}")
-    return number
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -255,12 +160,14 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         return prepared
     facts = fact_lines(data, provenance)
     prepared.facts = {key: data[key] for key in facts}
-    groups = candidate_groups(entries, prepared.facts)
+    groups = candidate_groups(entries, prepared.facts, subject_names(model, entries))
     if not groups:
         prepared.entries = []
         prepared.nothing = "no two entries share a subject, nor one with a fact"
         return prepared
     messages, prepared.entries = consolidation_messages(groups, list(facts.values()))
+    shown = {entry.topic_id for entry in prepared.entries}
+    prepared.groups = [[e.topic_id for e in group if e.topic_id in shown] for group in groups]
     prepared.near_duplicates = offline_answer(entries)
     try:
         prepared.answer = model.complete_json(
@@ -350,7 +257,10 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             _finish(run, ConsolidationRun.Status.UNUSABLE, str(err))
             return True
         run.block_before = scope_block(scope, budget=budget)
-        outcome = _apply(run, operations, topics, document=document, agent=agent, user=user)
+        shown = {i: number for number, group in enumerate(prepared.groups) for i in group}
+        outcome = _apply(
+            run, operations, topics, document=document, shown=shown, agent=agent, user=user
+        )
         left = _near_duplicates_left(prepared, outcome)
         _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
         run.applied, run.snapshot = outcome.applied, outcome.snapshot
@@ -402,6 +312,7 @@ def _apply(
     *,
     document,
     outcome: _Outcome | None = None,
+    shown: dict[int, int] | None = None,
     **scope,
 ):
     outcome = outcome or _Outcome()
@@ -411,7 +322,7 @@ def _apply(
             _fact(run, operation, document, outcome, **scope)
             continue
         proposed, operation = operation, _later_supersedes(operation, topics)
-        reason = _refusal(operation, topics, gone)
+        reason = _refusal(operation, topics, gone, shown or {})
         if reason:
             outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
@@ -460,8 +371,11 @@ def _target(operation: Operation, topics: dict[int, Topic]) -> int:
     return max(operation.ids, key=lambda i: _age(topics[i]))
 
 
-def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> str:
-    """Why this operation may not be applied ("" when it may)."""
+def _refusal(
+    operation: Operation, topics: dict[int, Topic], gone: set[int], shown: dict[int, int]
+) -> str:
+    """Why this operation may not be applied ("" when it may). ``shown``: the group each
+    entry was shown in, for the model's operations (one group each)."""
     for topic_id in operation.ids:
         if topic_id in gone:
             return f"entry #{topic_id} was already merged or superseded in this run"
@@ -475,6 +389,9 @@ def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> 
         if curated:
             names = ", ".join(f"#{i}" for i in curated)
             return f"entry {names} was curated by the user: the consolidator may not merge it away"
+    if len({shown.get(topic_id) for topic_id in operation.ids}) > 1:
+        names = ", ".join(f"#{topic_id}" for topic_id in operation.ids)
+        return f"across groups: entries {names} were shown in different groups"
     # A merge, and a supersede too, says its entries are about one subject: checked.
     texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
     unrelated = unrelated_entry(texts)

@@ -8,9 +8,11 @@ checked and applied in memory/actions/consolidation.py.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from memory.actions.consolidation_rules import entry_text, may_share_subject, subject_groups
+from memory.actions.consolidation_subjects import join_groups
 from memory.drift.textstats import subject_overlap
 from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens
@@ -21,8 +23,8 @@ SUMMARY_CHARS = 400
 INPUT_TOKEN_BUDGET = 5000
 
 _ENTRIES = """You consolidate the long-term memory of an assistant. The user message lists \
-memory entries in groups: the entries of one group share words of their subject (they \
-may still be about different things). Each line is one entry, a JSON record: id, day it \
+memory entries in groups: the entries of one group share words or the name of their \
+subject (they may still be about different things). Each line is one entry, a JSON record: id, day it \
 was stored, title, summary ("deprecated": true marks a decision already reversed: title \
 only), and "user_curated": true when the user chose that entry themselves. Only ever \
 merge or supersede entries of one group."""
@@ -120,18 +122,21 @@ def consolidation_request(*, facts: bool) -> tuple[str, dict]:
 
 
 def candidate_groups(
-    entries: list[ConsolidationEntry], facts: dict[str, Any]
+    entries: list[ConsolidationEntry],
+    facts: dict[str, Any],
+    names: Mapping[int, str] | None = None,
 ) -> list[list[ConsolidationEntry]]:
     """What is worth showing the model: the entries that may share a subject, in groups
-    (memory/actions/consolidation_rules.py ``subject_groups``), and each other entry that
-    shares its subject with one of ``facts`` by the same rule (alone: it may have made the
-    fact stale). The model only ever picks among a few neighbours this way; a small one,
-    shown the whole block, names entries of different subjects together. A deprecated
-    entry groups by its title (the trace of a reversal, for context: nothing may change
-    it); each group is oldest first, the groups by their first."""
+    (memory/actions/consolidation_rules.py ``subject_groups``, joined with those whose
+    subject ``names`` are the same: memory/actions/consolidation_subjects.py), and each
+    other entry that shares its subject with one of ``facts`` by the same rule (alone: it
+    may have made the fact stale). The model only ever picks among a few neighbours this
+    way; a small one, shown the whole block, names entries of different subjects together.
+    A deprecated entry groups by its title (the trace of a reversal, for context: nothing
+    may change it); each group is oldest first, the groups by their first."""
     live = {entry.topic_id: entry for entry in entries}
     texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
-    groups = subject_groups(texts)
+    groups = join_groups(subject_groups(texts), names or {}, order=list(live))
     grouped = {topic_id for group in groups for topic_id in group}
     fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
     for topic_id, text in texts.items():

@@ -1,0 +1,116 @@
+"""Reading a consolidation answer: the model's proposal as operations, each checked on its
+own as the user's input would be (memory/actions/consolidation.py applies them).
+
+An operation is unusable, and refused with the reason while the rest still apply, when it
+is none of the known ones, names an entry the model was not shown, or is a merge without a
+title and summary. An answer with no usable operation at all is unusable as a whole:
+nothing changes. Whether a usable operation may be applied (the user's curation, one
+subject, one group) is decided where it is applied.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memory.actions.consolidation_facts import FactOperation, parse_fact_operation
+from memory.actions.consolidation_rules import UnusableAnswer
+from memory.lib.errors import InvalidInput
+from memory.lib.text import one_line
+from memory.lib.validation import check_summary, check_topic_title
+
+MAX_OPERATIONS = 200
+_OPS = ("merge", "supersede", "fact")
+
+
+@dataclass(frozen=True)
+class Operation:
+    op: str  # merge | supersede
+    ids: tuple[int, ...]  # merge: the entries; supersede: (old, new)
+    into: int | None = None  # merge: the target
+    title: str = ""
+    summary: str = ""
+    by_rules: bool = False  # the model-free pass's near-duplicate merge, not the model's
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.op == "supersede":
+            return {"op": "supersede", "old": self.ids[0], "new": self.ids[1]}
+        body: dict[str, Any] = {"op": "merge", "ids": list(self.ids)}
+        if self.into is not None:
+            body["into"] = self.into
+        body |= {"title": self.title, "summary": self.summary}
+        return {**body, "by": "rules"} if self.by_rules else body
+
+
+def parse_consolidation_answer(
+    answer: object, *, known: set[int], facts: dict[str, Any] | None = None
+) -> tuple[list[Operation | FactOperation], list[dict[str, Any]]]:
+    """The usable operations of an answer, and a refusal record for each unusable one (an
+    id or key the model was not shown, a merge without a summary...): each operation is
+    checked on its own, as the user's input would be. UnusableAnswer when the answer has
+    no operations list, too many, or not one usable operation: then nothing changes.
+    ``known``: the entry ids the model was shown; ``facts``: the facts it was shown."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
+        raise UnusableAnswer('the answer has no "operations" list')
+    raw = answer["operations"]
+    if len(raw) > MAX_OPERATIONS:
+        raise UnusableAnswer(f"{len(raw)} operations proposed (at most {MAX_OPERATIONS})")
+    usable, unusable = [], []
+    for index, item in enumerate(raw):
+        try:
+            usable.append(_operation(item, known=known, facts=facts or {}, index=index))
+        except UnusableAnswer as err:
+            proposed = one_line(json.dumps(item, ensure_ascii=False, default=str), 300)
+            unusable.append({"op": "unusable", "proposed": proposed, "reason": str(err)})
+    if unusable and not usable:
+        raise UnusableAnswer("; ".join(refusal["reason"] for refusal in unusable[:3]))
+    return usable, unusable
+
+
+def _operation(
+    item: object, *, known: set[int], facts: dict[str, Any], index: int
+) -> Operation | FactOperation:
+    where = f"operation {index + 1}"
+    if not isinstance(item, dict) or item.get("op") not in _OPS:
+        raise UnusableAnswer(f"{where} is not a merge, a supersede or a fact")
+    if item["op"] == "fact":
+        return parse_fact_operation(item, facts=facts, where=where)
+    if item["op"] == "supersede":
+        old, new = _id(item.get("old"), known, where), _id(item.get("new"), known, where)
+        if old == new:
+            raise UnusableAnswer(f"{where} supersedes entry #{old} by itself")
+        return Operation("supersede", (old, new))
+    ids = item.get("ids")
+    if not isinstance(ids, list):
+        raise UnusableAnswer(f"{where}: a merge needs an ids list")
+    merged = tuple(dict.fromkeys(_id(value, known, where) for value in ids))
+    if len(merged) < 2:
+        raise UnusableAnswer(f"{where}: a merge needs two different entries")
+    into = item.get("into")
+    into = None if into is None else _id(into, known, where)
+    if into is not None and into not in merged:
+        raise UnusableAnswer(f"{where}: the target #{into} is not one of the merged entries")
+    try:
+        title = check_topic_title(item.get("title"))
+        summary = check_summary(item.get("summary"))
+    except InvalidInput as err:
+        raise UnusableAnswer(f"{where}: {err.field}: {err.message}") from err
+    if not summary:
+        raise UnusableAnswer(f"{where}: a merge needs a summary")
+    return Operation("merge", merged, into=into, title=title, summary=summary)
+
+
+def _id(value: object, known: set[int], where: str) -> int:
+    """An entry id as the model wrote it: 12, "12" or "#12"; one it was shown."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip().removeprefix("#")
+        if text.isascii() and text.isdecimal():
+            number = int(text)
+    if number is None or number not in known:
+        shown = one_line(repr(value), 40)
+        raise UnusableAnswer(f"{where} names an entry that was not shown: {shown}")
+    return number
