@@ -16,8 +16,9 @@ run: ``without`` only grows; ``with`` also runs the consolidator (the real
 memory/actions/consolidation.py, the real ``openai`` client) every ``--every`` sessions.
 
 The model. By default a scripted one, deterministic: the fake OpenAI-compatible server of
-the test suite answers from the fixture's labels (the entries of one key are merged into
-the newest; an entry reversed by a later one is superseded by it). It is naive on purpose
+the test suite answers from the fixture's labels (each entry's subject is named by its key;
+the entries of one key are merged into the newest; an entry reversed by a later one is
+superseded by it). It is naive on purpose
 about the user's curation (it proposes to merge away, rewrite or supersede curated entries
 too), so the guard is exercised: those proposals must be refused. It measures the
 mechanics (what reaches the block, what is refused, what the budget drops), not the
