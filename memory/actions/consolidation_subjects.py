@@ -5,9 +5,12 @@ Text statistics group the entries a model is shown by their words
 two scripts ("日本語の勉強" and "Japanese progress"), or two facets of it in other words
 ("Auth approach" and "Login security", "Balcony garden" and "Tomato care"), share none, so
 the model was never shown them together and their duplicates stayed. Before it is asked,
-the model names each entry's subject in a few English words (one validated JSON call,
-reusing the names already given), and entries whose names are the same join one group, beside
-the groups of words (:func:`join_groups`).
+the model names each entry's subject (one validated JSON call: a few English words on what
+the entry is about, then a one-word name, reusing the names already given), and entries of
+the same name join one group, beside the groups of words (:func:`join_groups`). The
+prompt's two examples are about no subject of bench/data/consolidation-scope.jsonl; the
+1.5B model sometimes names an entry after one ("kitchen" for a balcony garden:
+docs/memory.md).
 
 A name only decides what the model is shown. What it then proposes goes through the same
 checks as before (a merge of entries that share too little is still refused as
