@@ -24,10 +24,10 @@ INPUT_TOKEN_BUDGET = 5000
 
 _ENTRIES = """You consolidate the long-term memory of an assistant. The user message lists \
 memory entries in groups: the entries of one group share words or the name of their \
-subject (they may still be about different things). Each line is one entry, a JSON record: id, day it \
-was stored, title, summary ("deprecated": true marks a decision already reversed: title \
-only), and "user_curated": true when the user chose that entry themselves. Only ever \
-merge or supersede entries of one group."""
+subject (they may still be about different things). Each line is one entry, a JSON \
+record: id, day it was stored, title, summary ("deprecated": true marks a decision \
+already reversed: title only), and "user_curated": true when the user chose that entry \
+themselves. Only ever merge or supersede entries of one group."""
 
 _FACTS = """ A "Facts" line follows the entries, then one durable fact a line: its key \
 ("fact"), value, who set it ("set_by": user, agent, import, consolidator or unknown) and \
