@@ -148,10 +148,10 @@ class ScriptedConsolidator:
         self.label = label
 
     def __call__(self, body: dict) -> tuple[str, None]:
-        lines = body["messages"][1]["content"].splitlines()
-        records = [json.loads(line) for line in lines if line.startswith("{")]  # not headings
+        from tests.fake_openai import shown_records
+
         groups: dict[str, list[dict]] = {}
-        for record in records:
+        for record in shown_records(body):
             entry = self.label.get(record["id"])
             if record.get("deprecated") and not record.get("user_curated"):
                 continue  # already reversed (it ignores only the user's curation)
@@ -165,10 +165,10 @@ class ScriptedConsolidator:
     def names(self, body: dict) -> str:
         """The subject names call (memory/actions/consolidation_subjects.py): each entry
         named by its labelled key (a small-talk entry by its title: it has no subject)."""
-        lines = body["messages"][1]["content"].splitlines()
-        records = [json.loads(line) for line in lines if line.startswith("{")]
+        from tests.fake_openai import shown_records
+
         subjects = []
-        for record in records:
+        for record in shown_records(body):
             entry = self.label.get(record["id"])
             if entry is not None:
                 name = entry["title"] if entry["small_talk"] else entry["key"].replace("-", " ")

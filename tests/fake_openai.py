@@ -158,8 +158,7 @@ class FakeOpenAI:
         named when its title is not there."""
 
         def answer(body: dict) -> str:
-            lines = body["messages"][1]["content"].splitlines()
-            records = [json.loads(line) for line in lines if line.startswith("{")]
+            records = shown_records(body)
             named = [
                 {"id": r["id"], "name": names[r["title"]]} for r in records if r["title"] in names
             ]
@@ -459,6 +458,13 @@ def _usage_body(script: _Script, raw: bytes) -> dict:
 
 def _error_body(message: str) -> dict:
     return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+
+
+def shown_records(body: dict) -> list[dict]:
+    """The JSON records, one a line, of a request's user message: the entries a
+    consolidation call or a subject names call shows (not its headings)."""
+    lines = body["messages"][1]["content"].splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from memory.actions.context import assemble_context
 from memory.models import ConsolidationRun, MemoryDecision, Session, Topic
 from memory.stores.consolidation import Scope, scope_basis, scope_block
 from tests.conftest import logged_in
+from tests.fake_openai import shown_records
 from tests.memory_builders import add_topic
 
 CONSOLIDATE = "/agents-api/memory/consolidate?agent={agent}"
@@ -104,8 +105,7 @@ def supersede(old, new):
 
 def sent_records(fake_openai) -> list[dict]:
     """The entries the model was shown: one JSON record a line, under group headings."""
-    lines = fake_openai.requests[0]["messages"][1]["content"].splitlines()
-    return [json.loads(line) for line in lines if line.startswith("{")]
+    return shown_records(fake_openai.requests[0])
 
 
 def fresh(topic) -> Topic:

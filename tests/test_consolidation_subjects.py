@@ -19,6 +19,7 @@ from memory.actions.consolidation_subjects import (
 )
 from memory.models import ConsolidationRun, Session, Topic
 from tests.conftest import logged_in
+from tests.fake_openai import shown_records
 from tests.memory_builders import add_topic
 
 CONSOLIDATE = "/agents-api/memory/consolidate?agent={agent}"
@@ -164,10 +165,7 @@ def test_each_entry_is_named_once_until_its_text_changes(fake_openai, facets, al
 
     do_consolidate(agent=agent, user=alice)
 
-    asked = [
-        {json.loads(line)["id"] for line in body["messages"][1]["content"].splitlines()[3:]}
-        for body in fake_openai.routed
-    ]
+    asked = [{record["id"] for record in shown_records(body)} for body in fake_openai.routed]
     assert asked == [{topic.pk for topic in facets.values()}, {garden.pk}]
     # The names already given are offered for reuse.
     assert '"japanese study"' in fake_openai.routed[1]["messages"][1]["content"]

@@ -125,7 +125,7 @@ class Prepared:
     entries: list[ConsolidationEntry]
     basis: tuple
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the model was shown
-    groups: list[list[int]] = field(default_factory=list)  # the groups it was shown entries in
+    group_of: dict[int, int] = field(default_factory=dict)  # the group each entry was shown in
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answer: dict | None = None
     near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
@@ -165,9 +165,9 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         prepared.entries = []
         prepared.nothing = "no two entries share a subject, nor one with a fact"
         return prepared
-    messages, prepared.entries = consolidation_messages(groups, list(facts.values()))
-    shown = {entry.topic_id for entry in prepared.entries}
-    prepared.groups = [[e.topic_id for e in group if e.topic_id in shown] for group in groups]
+    messages, shown = consolidation_messages(groups, list(facts.values()))
+    prepared.entries = [entry for group in shown for entry in group]
+    prepared.group_of = {e.topic_id: number for number, group in enumerate(shown) for e in group}
     prepared.near_duplicates = offline_answer(entries)
     try:
         prepared.answer = model.complete_json(
@@ -257,9 +257,14 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             _finish(run, ConsolidationRun.Status.UNUSABLE, str(err))
             return True
         run.block_before = scope_block(scope, budget=budget)
-        shown = {i: number for number, group in enumerate(prepared.groups) for i in group}
         outcome = _apply(
-            run, operations, topics, document=document, shown=shown, agent=agent, user=user
+            run,
+            operations,
+            topics,
+            document=document,
+            group_of=prepared.group_of,
+            agent=agent,
+            user=user,
         )
         left = _near_duplicates_left(prepared, outcome)
         _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
@@ -312,7 +317,7 @@ def _apply(
     *,
     document,
     outcome: _Outcome | None = None,
-    shown: dict[int, int] | None = None,
+    group_of: dict[int, int] | None = None,
     **scope,
 ):
     outcome = outcome or _Outcome()
@@ -322,7 +327,7 @@ def _apply(
             _fact(run, operation, document, outcome, **scope)
             continue
         proposed, operation = operation, _later_supersedes(operation, topics)
-        reason = _refusal(operation, topics, gone, shown or {})
+        reason = _refusal(operation, topics, gone, group_of or {})
         if reason:
             outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
@@ -372,9 +377,9 @@ def _target(operation: Operation, topics: dict[int, Topic]) -> int:
 
 
 def _refusal(
-    operation: Operation, topics: dict[int, Topic], gone: set[int], shown: dict[int, int]
+    operation: Operation, topics: dict[int, Topic], gone: set[int], group_of: dict[int, int]
 ) -> str:
-    """Why this operation may not be applied ("" when it may). ``shown``: the group each
+    """Why this operation may not be applied ("" when it may). ``group_of``: the group each
     entry was shown in, for the model's operations (one group each)."""
     for topic_id in operation.ids:
         if topic_id in gone:
@@ -389,7 +394,7 @@ def _refusal(
         if curated:
             names = ", ".join(f"#{i}" for i in curated)
             return f"entry {names} was curated by the user: the consolidator may not merge it away"
-    if len({shown.get(topic_id) for topic_id in operation.ids}) > 1:
+    if len({group_of.get(topic_id) for topic_id in operation.ids}) > 1:
         names = ", ".join(f"#{topic_id}" for topic_id in operation.ids)
         return f"across groups: entries {names} were shown in different groups"
     # A merge, and a supersede too, says its entries are about one subject: checked.

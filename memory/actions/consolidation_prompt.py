@@ -152,9 +152,9 @@ def candidate_groups(
 
 def consolidation_messages(
     groups: list[list[ConsolidationEntry]], facts: list[str] = ()
-) -> tuple[list[dict], list[ConsolidationEntry]]:
-    """The chat messages of the call and the entries they show: the groups (the newest
-    that fit), then the ``facts`` records (memory/actions/consolidation_facts.py)."""
+) -> tuple[list[dict], list[list[ConsolidationEntry]]]:
+    """The chat messages of the call and the groups they show (the newest that fit), then
+    the ``facts`` records (memory/actions/consolidation_facts.py)."""
     prompt, _ = consolidation_request(facts=bool(facts))
     facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
     available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
@@ -179,7 +179,7 @@ def consolidation_messages(
         {"role": "system", "content": prompt},
         {"role": "user", "content": content},
     ]
-    return messages, [entry for group in kept for entry in group]
+    return messages, kept
 
 
 def _line(entry: ConsolidationEntry) -> str:
