@@ -201,3 +201,12 @@ def test_names_join_groups_of_words_and_too_broad_a_name_joins_nothing():
     broad = {topic_id: "software" for topic_id in range(1, MAX_NAMED + 2)}
     assert join_groups([[7, 8]], broad, order) == [[7, 8]]
     assert join_groups([], {1: "garden", 2: "gardening"}, order) == [[1, 2]]
+
+
+def test_names_sharing_a_word_join_and_a_name_is_read_as_english():
+    order = [1, 2, 3, 4, 5, 6]
+    names = {1: "offsite", 2: "porto offsite", 3: "car", 4: "car", 5: "font", 6: "editor"}
+
+    # "car" and "font" alone read as French stop words (a word is too little to tell a
+    # language by): they named nothing, so the two cars never met.
+    assert join_groups([], names, order) == [[1, 2], [3, 4]]

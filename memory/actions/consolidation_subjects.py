@@ -6,8 +6,9 @@ two scripts ("日本語の勉強" and "Japanese progress"), or two facets of it 
 ("Auth approach" and "Login security", "Balcony garden" and "Tomato care"), share none, so
 the model was never shown them together and their duplicates stayed. Before it is asked,
 the model names each entry's subject (one validated JSON call: a few English words on what
-the entry is about, then a one-word name, reusing the names already given), and entries of
-the same name join one group, beside the groups of words (:func:`join_groups`). The
+the entry is about, then a one-word name, reusing the names already given), and entries
+whose names share a word ("offsite", "porto offsite") join one group, beside the groups of
+words (:func:`join_groups`). The
 prompt's two examples are about no subject of bench/data/consolidation-scope.jsonl; the
 1.5B model sometimes names an entry after one ("kitchen" for a balcony garden:
 docs/memory.md).
@@ -42,8 +43,8 @@ SUBJECTS_SCHEMA_NAME = "memory_subjects"
 NAME_BATCH = 40  # entries named in one call, newest first
 NAME_MAX_CHARS = 60
 NAME_MAX_WORDS = 4
-# A name shared by more entries than this is too broad to tell one subject ("software"):
-# it joins nothing (a group that large would not fit the model's input either).
+# A name's word shared by more entries than this is too broad to tell one subject
+# ("software"): it joins nothing (a group that large would not fit the model's input either).
 MAX_NAMED = 6
 KNOWN_NAMES_SHOWN = 60  # names already in use, listed for the model to reuse
 SUMMARY_CHARS = 160  # of each entry's summary: enough to tell its subject
@@ -151,9 +152,10 @@ def parse_subject_names(answer: object, *, asked: set[int]) -> dict[int, str]:
 def join_groups(
     groups: list[list[int]], names: Mapping[int, str], order: list[int]
 ) -> list[list[int]]:
-    """``groups`` (of words) joined with the groups of entries whose names are the same
-    subject (the same terms, stemmed; no more than ``MAX_NAMED`` of them): groups that
-    share an entry become one. Each group in ``order`` (oldest first), of two or more."""
+    """``groups`` (of words) joined with the groups of entries whose names share a term
+    (stemmed, read as English: "offsite" and "porto offsite", "school" and "school
+    supplies"; a term in more than ``MAX_NAMED`` names joins nothing): groups that share
+    an entry become one. Each group in ``order`` (oldest first), of two or more."""
     parent = {topic_id: topic_id for topic_id in order}
 
     def root(topic_id: int) -> int:
@@ -162,11 +164,11 @@ def join_groups(
             topic_id = parent[topic_id]
         return topic_id
 
-    by_name: dict[frozenset[str], list[int]] = {}
+    by_term: dict[str, list[int]] = {}
     for topic_id in order:
-        if topic_id in names and (terms := _terms(names[topic_id])):
-            by_name.setdefault(terms, []).append(topic_id)
-    named = [group for group in by_name.values() if len(group) <= MAX_NAMED]
+        for term in _terms(names.get(topic_id, "")):
+            by_term.setdefault(term, []).append(topic_id)
+    named = [group for group in by_term.values() if len(group) <= MAX_NAMED]
     for group in [*groups, *named]:
         for topic_id in group[1:]:
             parent[root(topic_id)] = root(group[0])
@@ -177,7 +179,7 @@ def join_groups(
 
 
 def _terms(name: str) -> frozenset[str]:
-    return frozenset(topic_terms(name))
+    return frozenset(topic_terms(name, "en"))  # names are asked for in English
 
 
 def _cache_key(entry: ConsolidationEntry) -> str:

@@ -285,16 +285,19 @@ GENERIC_WORDS: frozenset[str] = frozenset(
 
 
 @lru_cache(maxsize=32768)
-def _topic_terms(text: str) -> tuple[str, ...]:
-    if language_of(text) != "en":
-        return _content_terms(text)
+def _topic_terms(text: str, language: str | None = None) -> tuple[str, ...]:
+    language = language or language_of(text)
+    if language != "en":
+        return _terms(text, language)
     kept = " ".join(word for word in words(text) if word not in GENERIC_WORDS)
     return _terms(kept, "en")
 
 
-def topic_terms(text: str) -> list[str]:
-    """Content terms of ``text`` without :data:`GENERIC_WORDS`: what it is about."""
-    return list(_topic_terms(text))
+def topic_terms(text: str, language: str | None = None) -> list[str]:
+    """Content terms of ``text`` without :data:`GENERIC_WORDS`: what it is about. Read in
+    ``language`` when it is known (a word or two is too little to tell it by: "car" and
+    "font" read as French stop words), else in the language guessed from the text."""
+    return list(_topic_terms(text, language))
 
 
 def topic_bag(texts: Iterable[str]) -> Counter[str]:
