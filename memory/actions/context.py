@@ -348,10 +348,7 @@ RECALLED_OUTRO = (
     "When they answer the user's message that follows, answer from them (the latest "
     "state); when neither they nor your memory do, say that you do not know."
 )
-# The passages' share of the request, best first until it is spent. On the tune half of
-# bench/data/memory-qa-tune.jsonl (local 1.5B model, same day): 600 tokens 47/78 right,
-# 900 tokens 52/78 (docs/memory.md "How well it remembers").
-RECALLED_TOKENS = 900
+RECALLED_TOKENS = 600  # the passages' share of the request, best first until it is spent
 
 
 def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -> str:
