@@ -210,3 +210,6 @@ def test_names_sharing_a_word_join_and_a_name_is_read_as_english():
     # "car" and "font" alone read as French stop words (a word is too little to tell a
     # language by): they named nothing, so the two cars never met.
     assert join_groups([], names, order) == [[1, 2], [3, 4]]
+    # ... and the answer's check that a name names something dropped them.
+    answer = {"subjects": [{"id": 3, "about": "the old car", "name": "Car"}]}
+    assert parse_subject_names(answer, asked={3}) == {3: "car"}

@@ -8,10 +8,9 @@ the model was never shown them together and their duplicates stayed. Before it i
 the model names each entry's subject (one validated JSON call: a few English words on what
 the entry is about, then a one-word name, reusing the names already given), and entries
 whose names share a word ("offsite", "porto offsite") join one group, beside the groups of
-words (:func:`join_groups`). The
-prompt's two examples are about no subject of bench/data/consolidation-scope.jsonl; the
-1.5B model sometimes names an entry after one ("kitchen" for a balcony garden:
-docs/memory.md).
+words (:func:`join_groups`). The prompt's two examples are about no subject of
+bench/data/consolidation-scope.jsonl; the 1.5B model sometimes names an entry after one
+("kitchen" for a balcony garden: docs/memory.md).
 
 A name only decides what the model is shown. What it then proposes goes through the same
 checks as before (a merge of entries that share too little is still refused as
