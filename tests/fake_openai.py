@@ -90,6 +90,9 @@ class FakeOpenAI:
         # of the queue, their bodies kept in ``routed``, not ``requests``.
         self.routes: dict[str, Callable[[dict], str]] = {}
         self.routed: list[dict] = []
+        # Calls of one JSON schema that find the queue empty, answered by
+        # ``fallbacks[name](body)`` instead of the default text (kept in ``requests``).
+        self.fallbacks: dict[str, Callable[[dict], str]] = {}
         self.refused_formats: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -235,6 +238,9 @@ class FakeOpenAI:
                 return _Script(status=400, error_message=message)
             if self._queue:
                 return self._queue.popleft()
+            fallback = self.fallbacks.get((response_format.get("json_schema") or {}).get("name"))
+            if fallback is not None:
+                return _Script(content=fallback(body))
             if self.fail_ratio and self._random.random() < self.fail_ratio:
                 self.injected_failures += 1
                 return _Script(status=500, error_message="injected failure")
@@ -478,6 +484,9 @@ def fake_openai(settings: Any) -> Iterator[FakeOpenAI]:
     # A consolidation asks the model to name the entries' subjects before it asks for
     # operations; unless a test scripts that call, it names nothing (groups by words only).
     server.routes[SUBJECTS_SCHEMA_NAME] = lambda body: '{"subjects": []}'
+    # It asks for operations a group of entries at a time; a test scripts the answers it
+    # needs, and the other groups' calls propose nothing.
+    server.fallbacks["memory_consolidation"] = lambda body: '{"operations": []}'
     settings.OPENAI_BASE_URL = server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.DRIFTLESS_MODEL = "gpt-4o-mini"

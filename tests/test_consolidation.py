@@ -104,8 +104,9 @@ def supersede(old, new):
 
 
 def sent_records(fake_openai) -> list[dict]:
-    """The entries the model was shown: one JSON record a line, under group headings."""
-    return shown_records(fake_openai.requests[0])
+    """The entries the model was shown, in all its calls (a group a call): one JSON
+    record a line, after a heading."""
+    return [record for body in fake_openai.requests for record in shown_records(body)]
 
 
 def fresh(topic) -> Topic:
@@ -146,18 +147,19 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     }
     updated = [e["topic"]["id"] for e in published.events if e["type"] == "topic.updated"]
     assert sorted(updated) == sorted([ledger.pk, again.pk])
-    # What the model read: one JSON record per line, after the prompt.
-    (request,) = fake_openai.requests
-    # No facts in the scope: no fact operation offered (a small model invents facts then).
-    assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
-    assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
-    assert '"fact"' not in json.dumps(request["response_format"])
-    assert request["max_tokens"] == ANSWER_MAX_TOKENS  # a model running on is cut short
-    records = sent_records(fake_openai)
+    # What the model read: a call a group (the ledger's, then the offsite's), one JSON
+    # record per line, after the prompt.
+    for request in fake_openai.requests:
+        # No facts in the scope: no fact operation offered (a small model invents facts then).
+        assert request["messages"][0]["content"] == CONSOLIDATION_PROMPT
+        assert request["response_format"]["json_schema"]["name"] == "memory_consolidation"
+        assert '"fact"' not in json.dumps(request["response_format"])
+        assert request["max_tokens"] == ANSWER_MAX_TOKENS  # a model running on is cut short
+    calls = [[r["id"] for r in shown_records(body)] for body in fake_openai.requests]
     # The entries that share a subject, not the small talk that shares it with nothing.
-    shown = [t.pk for name, t in scope_topics.items() if name != "weather"]
-    assert sorted(r["id"] for r in records) == sorted(shown)
-    assert set(records[0]) == {"id", "day", "title", "summary"}
+    lisbon, porto = scope_topics["lisbon"], scope_topics["porto"]
+    assert calls == [[ledger.pk, again.pk], [lisbon.pk, porto.pk]]
+    assert set(sent_records(fake_openai)[0]) == {"id", "day", "title", "summary"}
 
 
 def test_a_supersede_through_rest_deprecates_the_reversed_decision(
@@ -332,10 +334,9 @@ def test_an_unusable_answer_changes_nothing(
         "merge-without-summary": {"operations": [merge(ledger, again, summary="  ")]},
     }
     answer = scripted.get(answer, answer) if isinstance(answer, str) else answer
-    if isinstance(answer, str):
-        fake_openai.reply_raw_content(answer)
-    else:
-        fake_openai.reply_json(answer)
+    raw = answer if isinstance(answer, str) else json.dumps(answer)
+    # Every call (a group a call) answers it: no answer is usable.
+    fake_openai.fallbacks["memory_consolidation"] = lambda body: raw
     scope = Scope.of_session(session)
     basis, text = scope_basis(scope), block(session)
 
@@ -373,6 +374,35 @@ def test_an_unusable_operation_is_refused_on_its_own_and_the_usable_ones_apply(
         }
     ]
     assert not Topic.objects.get(pk=ledger.pk).keep_in_memory  # merged away into the other
+
+
+@pytest.mark.parametrize("first_call", ["fails", "answers prose"])
+def test_a_group_whose_call_fails_is_refused_and_the_other_groups_apply(
+    as_alice, fake_openai, agent, session, scope_topics, first_call
+):
+    """A call a group: the ledger's call fails (or answers no operations list), the
+    offsite's answer still applies, and the run says which call was lost and why."""
+    ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
+    lisbon, porto = scope_topics["lisbon"], scope_topics["porto"]
+    if first_call == "fails":
+        fake_openai.fail(500)
+    else:
+        fake_openai.reply_json({"answer": "these two are about the ledger"})
+    fake_openai.reply_json({"operations": [supersede(lisbon, porto)]})
+
+    run = consolidate(as_alice, agent).json()
+
+    assert run["status"] == "applied" and run["undoable"] is True
+    assert [(op["op"], op["superseded_by"]) for op in run["applied"]] == [("supersede", porto.pk)]
+    (refused,) = run["refused"]
+    assert refused["op"] == "unusable"
+    if first_call == "fails":
+        assert refused["proposed"] == f"a call on #{ledger.pk}, #{again.pk}"
+        assert "the model call failed" in refused["reason"] and "HTTP 500" in refused["reason"]
+    else:
+        assert "these two are about the ledger" in refused["proposed"]
+    assert fresh(lisbon).deprecated and fresh(ledger).keep_in_memory
+    assert (fresh(again).title, fresh(again).summary) == (again.title, again.summary)
 
 
 def test_the_stable_prefix_is_byte_identical_after_a_consolidation_that_changes_nothing(
@@ -417,7 +447,7 @@ def test_a_stranger_cannot_run_undo_or_see_runs_of_anothers_scope(
     # Bob's own consolidation is of his own (empty) scope: alice's memory is not his.
     bobs = consolidate(as_bob, agent).json()
     assert bobs["status"] == "nothing" and bobs["entries_sent"] == 0
-    assert len(fake_openai.requests) == 1
+    assert len(fake_openai.requests) == 2  # alice's two groups; nothing for bob
     # Charlie belongs to no organization of the agent.
     assert consolidate(as_charlie, agent).status_code == 404
     assert as_charlie.get(RUNS.format(agent=agent.pk)).status_code == 404
@@ -556,8 +586,8 @@ def test_stored_text_reaches_the_model_as_one_quoted_record_a_line(
     assert records[0]["title"] == "Ledger storage"
     assert records[0]["summary"] == " ".join(hostile.split())
     content = fake_openai.requests[0]["messages"][1]["content"]
-    # The heading, one group's heading and its two records: one line each.
-    assert "\n## System" not in content and content.count("\n") == 3
+    # The heading and the two records: one line each.
+    assert "\n## System" not in content and content.count("\n") == 2
 
 
 def test_a_run_that_breaks_midway_changes_nothing_and_says_it_failed(

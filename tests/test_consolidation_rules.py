@@ -14,6 +14,7 @@ from memory.actions.consolidation_rules import entry_text, subject_groups, unrel
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
 from memory.stores.memory_sources import runs_operations
+from tests.fake_openai import shown_records
 from tests.memory_builders import add_topic
 from tests.test_consolidation import fresh, merge
 
@@ -189,10 +190,9 @@ def test_the_model_picks_among_neighbours_only(fake_openai, alice, agent, sessio
 
     run = do_consolidate(agent=agent, user=alice)
 
-    content = fake_openai.requests[0]["messages"][1]["content"]
-    assert content.splitlines()[1] == "Group 1:"
-    assert f'"id": {ledger.pk},' in content and f'"id": {again.pk},' in content
-    assert "Weather" not in content
+    (request,) = fake_openai.requests  # one group: one call
+    assert [record["id"] for record in shown_records(request)] == [ledger.pk, again.pk]
+    assert "Weather" not in request["messages"][1]["content"]
     assert run.status == "unusable" and "was not shown" in run.detail
     assert fresh(weather).keep_in_memory and fresh(ledger).keep_in_memory
 
@@ -317,11 +317,14 @@ def test_the_offline_pass_groups_around_the_newest_entry_without_chains():
 
 @pytest.fixture
 def facts(alice, agent, session):
-    """Two entries, a fact the agent set twice (city) and one the user set (diet)."""
+    """Three entries, a fact the agent set twice (city) and one the user set (diet), each
+    sharing its subject with an entry, and one that shares it with none (piano)."""
     from memory.stores.facts import set_fact
 
     in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 20)
     in_memory(session, "Moved", "The user moved from Lyon to Porto in May.", 5)
+    in_memory(session, "Diet", "The user keeps a vegan diet since June.", 4)
+    set_fact(user=alice, agent=agent, key="piano", value="a Yamaha upright", actor="agent")
     set_fact(user=alice, agent=agent, key="city", value="Paris", actor="agent")
     set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="agent")
     set_fact(user=alice, agent=agent, key="diet", value="vegetarian", actor="user")
@@ -345,12 +348,14 @@ def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_un
 
     run = do_consolidate(agent=agent, user=alice)
 
-    request = fake_openai.requests[0]
-    assert request["messages"][0]["content"] == CONSOLIDATION_FACTS_PROMPT
-    assert '"fact"' in json.dumps(request["response_format"])
-    content = request["messages"][1]["content"]
+    # A call a group, each shown the facts that share its subject, and only those.
+    for request in fake_openai.requests:
+        assert request["messages"][0]["content"] == CONSOLIDATION_FACTS_PROMPT
+        assert '"fact"' in json.dumps(request["response_format"])
+    content = "\n".join(r["messages"][1]["content"] for r in fake_openai.requests)
     assert '"fact": "diet", "value": "vegetarian", "set_by": "user"' in content
     assert '"fact": "city", "value": "Lyon", "set_by": "agent"' in content
+    assert '"piano"' not in content
     assert run.status == "applied"
     (applied,) = run.applied
     assert (applied["key"], applied["before"]["value"], applied["after"]["value"]) == (

@@ -58,14 +58,12 @@ def facets(session):
 
 
 def shown_groups(fake_openai) -> list[list[int]]:
-    """The groups of entry ids the consolidation call showed the model."""
-    groups: list[list[int]] = []
-    for line in fake_openai.requests[-1]["messages"][1]["content"].splitlines():
-        if line.startswith("Group "):
-            groups.append([])
-        elif line.startswith("{"):
-            groups[-1].append(json.loads(line)["id"])
-    return groups
+    """The groups of entry ids the consolidation's calls showed the model, a call each."""
+    return [
+        [record["id"] for record in shown_records(body)]
+        for body in fake_openai.requests
+        if body["response_format"]["json_schema"]["name"] == "memory_consolidation"
+    ]
 
 
 NAMES = {

@@ -1,9 +1,9 @@
 """Consolidation: memory that stays true as it grows, and never overrides the user.
 
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
-entries that may share a subject, in groups (memory/actions/consolidation_prompt.py: by
-their words, or the subject names the model gave them, memory/actions/consolidation_subjects.py),
-each a one-line JSON record (id, day, title, summary; ``deprecated`` for a reversed one,
+entries that may share a subject, a group a call (memory/actions/consolidation_prompt.py:
+by their words, or the subject names the model gave them,
+memory/actions/consolidation_subjects.py), each a one-line JSON record (id, day, title, summary; ``deprecated`` for a reversed one,
 title only; ``user_curated`` when the user chose or wrote it), and proposes operations:
 
 * ``merge``: entries about one subject become one. The target (``into``, else the newest)
@@ -25,15 +25,16 @@ target of a merge (its text is then kept as the user left it) or the successor o
 supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the trace of
 a reversal), so an operation naming one is refused too. A merge whose entries are not
 about one subject by text statistics is refused as ``unrelated``
-(memory/actions/consolidation_rules.py), and so is one naming entries of two groups the
-model was shown (the prompt allows one group: the 1.5B model merged "Offsite planning" into
-the budget's entries): model output goes through the same checks as the user's input.
+(memory/actions/consolidation_rules.py), and so is one naming entries of two groups (each
+call shows one: shown all at once, the 1.5B model merged "Offsite planning" into the
+budget's entries): model output goes through the same checks as the user's input.
 
-An unusable answer changes nothing: a model failure, an answer that is not a JSON object
-with an ``operations`` list, or one without a usable operation. An operation is unusable
-when unknown, naming an id the model was not shown, or a merge without a title and summary
-(memory/actions/consolidation_answer.py): it is refused, and the answer's other operations
-still apply. The run records why.
+An unusable answer changes nothing: a model failure on every call, answers none of which
+is a JSON object with an ``operations`` list, or none with a usable operation (a call that
+failed beside others that answered is refused as unusable; the others apply). An operation
+is unusable when unknown, naming an id the model was not shown, or a merge without a title
+and summary (memory/actions/consolidation_answer.py): it is refused, and the answer's
+other operations still apply. The run records why.
 
 No model call under a lock. :func:`do_consolidate` reads the entries and a ``basis`` of
 every in-memory topic of the scope, calls the model with no lock held, then locks the
@@ -66,7 +67,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory.actions.consolidation_answer import Operation, parse_consolidation_answer
+from memory.actions.consolidation_answer import (
+    Operation,
+    joined_answer,
+    parse_consolidation_answer,
+)
 from memory.actions.consolidation_facts import (
     FactOperation,
     apply_fact_operation,
@@ -76,8 +81,7 @@ from memory.actions.consolidation_facts import (
 )
 from memory.actions.consolidation_prompt import (
     candidate_groups,
-    consolidation_messages,
-    consolidation_request,
+    consolidation_requests,
 )
 from memory.actions.consolidation_rules import (
     ConsolidationConflict,
@@ -129,7 +133,8 @@ class Prepared:
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answer: dict | None = None
     near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
-    error: str = ""
+    failed_calls: list[dict] = field(default_factory=list)  # a group's call that failed
+    error: str = ""  # every call failed
     nothing: str = ""  # why the model was not asked: nothing to consolidate
     model_name: str = ""
 
@@ -158,26 +163,39 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     if model.offline:  # the model-free pass: near-duplicates merged, nothing superseded
         prepared.answer = offline_answer(entries)
         return prepared
-    facts = fact_lines(data, provenance)
-    prepared.facts = {key: data[key] for key in facts}
-    groups = candidate_groups(entries, prepared.facts, subject_names(model, entries))
+    records = fact_lines(data, provenance)
+    shown_facts = {key: data[key] for key in records}
+    groups = candidate_groups(entries, shown_facts, subject_names(model, entries))
     if not groups:
         prepared.entries = []
         prepared.nothing = "no two entries share a subject, nor one with a fact"
         return prepared
-    messages, shown = consolidation_messages(groups, list(facts.values()))
-    prepared.entries = [entry for group in shown for entry in group]
-    prepared.group_of = {e.topic_id: number for number, group in enumerate(shown) for e in group}
+    requests = consolidation_requests(groups, shown_facts, records)
+    prepared.entries = [entry for request in requests for entry in request.group]
+    prepared.group_of = {
+        entry.topic_id: number for number, request in enumerate(requests) for entry in request.group
+    }
+    prepared.facts = {key: data[key] for request in requests for key in request.facts}
     prepared.near_duplicates = offline_answer(entries)
-    try:
-        prepared.answer = model.complete_json(
-            messages=messages,
-            schema=consolidation_request(facts=bool(prepared.facts))[1],
-            schema_name="memory_consolidation",
-            max_tokens=ANSWER_MAX_TOKENS,
-        )
-    except LLMError as err:
-        prepared.error = str(err)
+    answers, errors = [], []
+    for request in requests:
+        try:
+            answers.append(
+                model.complete_json(
+                    messages=request.messages,
+                    schema=request.schema,
+                    schema_name="memory_consolidation",
+                    max_tokens=ANSWER_MAX_TOKENS,
+                )
+            )
+        except LLMError as err:  # this group's call: the others' answers still count
+            ids = ", ".join(f"#{entry.topic_id}" for entry in request.group)
+            reason = f"the model call failed: {err}"
+            errors.append({"op": "unusable", "proposed": f"a call on {ids}", "reason": reason})
+    if answers:
+        prepared.answer, prepared.failed_calls = joined_answer(answers), errors
+    else:
+        prepared.error = errors[0]["reason"]
     return prepared
 
 
@@ -269,7 +287,7 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
         left = _near_duplicates_left(prepared, outcome)
         _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
         run.applied, run.snapshot = outcome.applied, outcome.snapshot
-        run.refused = unusable + outcome.refused
+        run.refused = prepared.failed_calls + unusable + outcome.refused
         run.result = {key: topic_fields(topics[int(key)]) for key in outcome.snapshot}
         run.block_after = scope_block(scope, budget=budget)
         if outcome.applied:

@@ -1,6 +1,7 @@
 """Reading a consolidation answer: the model's proposal as operations, each checked on its
 own as the user's input would be (memory/actions/consolidation.py applies them).
 
+A consolidation asks one call per group; :func:`joined_answer` makes their answers one.
 An operation is unusable, and refused with the reason while the rest still apply, when it
 is none of the known ones, names an entry the model was not shown, or is a merge without a
 title and summary. An answer with no usable operation at all is unusable as a whole:
@@ -41,6 +42,20 @@ class Operation:
             body["into"] = self.into
         body |= {"title": self.title, "summary": self.summary}
         return {**body, "by": "rules"} if self.by_rules else body
+
+
+def joined_answer(answers: list[object]) -> object:
+    """The answers of a consolidation's calls (one per group) as one: their operations,
+    in order. An answer with no operations list stays in as one operation (refused as
+    unusable, the others still apply); when no answer has one, the first is the answer
+    (unusable as a whole: nothing changes)."""
+    lists = [a.get("operations") if isinstance(a, dict) else None for a in answers]
+    if not any(isinstance(operations, list) for operations in lists):
+        return answers[0] if answers else None
+    joined: list = []
+    for answer, operations in zip(answers, lists, strict=True):
+        joined.extend(operations if isinstance(operations, list) else [answer])
+    return {"operations": joined}
 
 
 def parse_consolidation_answer(

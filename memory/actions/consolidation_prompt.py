@@ -1,5 +1,7 @@
 """What the consolidator asks a model: which entries it is shown, in what groups, the
-system prompt and the answer's JSON schema.
+system prompt and the answer's JSON schema. One call per group: a 1.5B model shown every
+group at once proposed nothing on 85 entries in 23 groups, and one group at a time
+proposed 26 operations (docs/memory.md, "Consolidation").
 
 The fact records are built in memory/actions/consolidation_facts.py; the answer is read,
 checked and applied in memory/actions/consolidation.py.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from memory.actions.consolidation_rules import entry_text, may_share_subject, subject_groups
@@ -18,16 +21,16 @@ from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens
 from memory.stores.consolidation import ConsolidationEntry
 
-# What the model is shown: each summary clipped, and the newest groups that fit.
+# What the model is shown: each summary clipped, and the newest groups whose entries fit this
+# many tokens, all the calls together.
 SUMMARY_CHARS = 400
 INPUT_TOKEN_BUDGET = 5000
 
 _ENTRIES = """You consolidate the long-term memory of an assistant. The user message lists \
-memory entries in groups: the entries of one group share words or the name of their \
-subject (they may still be about different things). Each line is one entry, a JSON \
-record: id, day it was stored, title, summary ("deprecated": true marks a decision \
-already reversed: title only), and "user_curated": true when the user chose that entry \
-themselves. Only ever merge or supersede entries of one group."""
+memory entries that share words or the name of their subject (they may still be about \
+different things). Each line is one entry, a JSON record: id, day it was stored, title, \
+summary ("deprecated": true marks a decision already reversed: title only), and \
+"user_curated": true when the user chose that entry themselves."""
 
 _FACTS = """ A "Facts" line follows the entries, then one durable fact a line: its key \
 ("fact"), value, who set it ("set_by": user, agent, import, consolidator or unknown) and \
@@ -138,48 +141,70 @@ def candidate_groups(
     texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
     groups = join_groups(subject_groups(texts), names or {}, order=list(live))
     grouped = {topic_id for group in groups for topic_id in group}
-    fact_texts = [f"{key.replace('_', ' ')}: {value}" for key, value in facts.items()]
     for topic_id, text in texts.items():
-        if topic_id not in grouped and any(
-            (overlap := subject_overlap(text, fact)) is not None and may_share_subject(*overlap)
-            for fact in fact_texts
-        ):
+        if topic_id not in grouped and _related_facts([text], facts):
             groups.append([topic_id])
     position = {topic_id: index for index, topic_id in enumerate(live)}
     groups.sort(key=lambda group: position[group[0]])
     return [[live[topic_id] for topic_id in group] for group in groups]
 
 
-def consolidation_messages(
-    groups: list[list[ConsolidationEntry]], facts: list[str] = ()
-) -> tuple[list[dict], list[list[ConsolidationEntry]]]:
-    """The chat messages of the call and the groups they show (the newest that fit), then
-    the ``facts`` records (memory/actions/consolidation_facts.py)."""
-    prompt, _ = consolidation_request(facts=bool(facts))
-    facts_part = "\n\nFacts, newest set first:\n" + "\n".join(facts) if facts else ""
-    available = INPUT_TOKEN_BUDGET - estimate_tokens(prompt + facts_part)
+def _related_facts(texts: list[str], facts: dict[str, Any]) -> list[str]:
+    """The keys of ``facts`` that share their subject with one of ``texts`` (the rule of
+    memory/actions/consolidation_rules.py)."""
+    return [
+        key
+        for key, value in facts.items()
+        if any(
+            (overlap := subject_overlap(text, f"{key.replace('_', ' ')}: {value}")) is not None
+            and may_share_subject(*overlap)
+            for text in texts
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class ConsolidationRequest:
+    """One call: one group of entries, and the facts that share their subject."""
+
+    messages: list[dict]
+    schema: dict
+    group: list[ConsolidationEntry]
+    facts: list[str]  # the keys of the facts shown
+
+
+def consolidation_requests(
+    groups: list[list[ConsolidationEntry]], facts: dict[str, Any], fact_records: dict[str, str]
+) -> list[ConsolidationRequest]:
+    """A call per group, for the newest groups whose entries fit ``INPUT_TOKEN_BUDGET``
+    together, oldest first. Each shows the ``facts`` (key: value) related to its entries,
+    as their ``fact_records`` (memory/actions/consolidation_facts.py), and only those: a
+    small model told of facts it has no reason to touch invents changes to them."""
+    available = INPUT_TOKEN_BUDGET
     chosen: set[int] = set()  # positions in ``groups`` of the newest groups that fit
     for index in sorted(range(len(groups)), key=lambda i: groups[i][-1].day, reverse=True):
-        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in groups[index]) + 3
+        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in groups[index])
         if cost > available:
             break
         available -= cost
         chosen.add(index)
-    kept = [group for index, group in enumerate(groups) if index in chosen]
-    parts = [
-        "\n".join([f"Group {number}:", *(_line(entry) for entry in group)])
-        for number, group in enumerate(kept, start=1)
-    ]
-    content = (
-        "Memory entries that may share a subject, in groups, oldest first in each:\n"
-        + "\n".join(parts)
-        + facts_part
+    return [_request(group, facts, fact_records) for i, group in enumerate(groups) if i in chosen]
+
+
+def _request(
+    group: list[ConsolidationEntry], facts: dict[str, Any], fact_records: dict[str, str]
+) -> ConsolidationRequest:
+    keys = _related_facts([entry_text(entry.title, entry.summary) for entry in group], facts)
+    prompt, schema = consolidation_request(facts=bool(keys))
+    content = "Memory entries that may share a subject, oldest first:\n" + "\n".join(
+        _line(entry) for entry in group
     )
-    messages = [
-        {"role": "system", "content": prompt},
-        {"role": "user", "content": content},
-    ]
-    return messages, kept
+    if keys:
+        content += "\n\nFacts, newest set first:\n" + "\n".join(
+            fact_records[key] for key in fact_records if key in keys
+        )
+    messages = [{"role": "system", "content": prompt}, {"role": "user", "content": content}]
+    return ConsolidationRequest(messages, schema, group, keys)
 
 
 def _line(entry: ConsolidationEntry) -> str:
