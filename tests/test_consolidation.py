@@ -221,6 +221,11 @@ def test_a_user_deprecated_topic_survives_a_consolidation_that_proposes_to_chang
     Topic.objects.filter(pk=lisbon.pk).update(
         keep_in_memory=False, deprecated=True, deprecated_manually_set=True
     )
+    # A third offsite entry: with Porto alone beside the deprecated one, nothing in the
+    # group could change and the model would not be asked about it.
+    add_topic(
+        session, title="Offsite dates", summary="The offsite is in June.", keep=True, age_days=4
+    )
     fake_openai.reply_json(
         {
             "operations": [

@@ -180,6 +180,25 @@ def test_the_model_is_not_asked_when_no_two_entries_share_a_subject(
     assert block(session) == before
 
 
+def test_a_group_where_nothing_could_change_is_not_asked(fake_openai, alice, agent, session):
+    """A group whose other entries are deprecated, or all the user's, has nothing the
+    consolidator may do: its call is not made; the group beside it is asked."""
+    in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30, deprecated=True)
+    in_memory(session, "Offsite moved", "We switched the offsite to Porto.", 25)
+    pinned = {"keep_in_memory_manually_set": True}
+    in_memory(session, "Piano lessons", "Piano lessons on Tuesdays.", 20, **pinned)
+    in_memory(session, "Piano teacher", "The piano teacher is Ana.", 15, **pinned)
+    ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 10)
+    again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 5)
+    fake_openai.reply_json({"operations": []})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    (request,) = fake_openai.requests
+    assert [record["id"] for record in shown_records(request)] == [ledger.pk, again.pk]
+    assert run.entries_sent == 2
+
+
 def test_the_model_picks_among_neighbours_only(fake_openai, alice, agent, session):
     """The small talk that shares its subject with nothing is not shown: a small model shown
     the whole block named entries of different subjects together."""

@@ -3,8 +3,9 @@
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
 entries that may share a subject, a group a call (memory/actions/consolidation_prompt.py:
 by their words, or the subject names the model gave them,
-memory/actions/consolidation_subjects.py), each a one-line JSON record (id, day, title, summary; ``deprecated`` for a reversed one,
-title only; ``user_curated`` when the user chose or wrote it), and proposes operations:
+memory/actions/consolidation_subjects.py), each a one-line JSON record (id, day, title,
+summary; ``deprecated`` for a reversed one, title only; ``user_curated`` when the user
+chose or wrote it), and proposes operations:
 
 * ``merge``: entries about one subject become one. The target (``into``, else the newest)
   takes the merged title and summary; the other entries leave memory (demoted by the
@@ -166,11 +167,11 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     records = fact_lines(data, provenance)
     shown_facts = {key: data[key] for key in records}
     groups = candidate_groups(entries, shown_facts, subject_names(model, entries))
-    if not groups:
+    requests = consolidation_requests(groups, shown_facts, records)
+    if not requests:
         prepared.entries = []
         prepared.nothing = "no two entries share a subject, nor one with a fact"
         return prepared
-    requests = consolidation_requests(groups, shown_facts, records)
     prepared.entries = [entry for request in requests for entry in request.group]
     prepared.group_of = {
         entry.topic_id: number for number, request in enumerate(requests) for entry in request.group

@@ -179,16 +179,29 @@ def consolidation_requests(
     """A call per group, for the newest groups whose entries fit ``INPUT_TOKEN_BUDGET``
     together, oldest first. Each shows the ``facts`` (key: value) related to its entries,
     as their ``fact_records`` (memory/actions/consolidation_facts.py), and only those: a
-    small model told of facts it has no reason to touch invents changes to them."""
+    small model told of facts it has no reason to touch invents changes to them. A group
+    in which no operation could apply is not asked (:func:`_may_change`)."""
+    requests = [_request(group, facts, fact_records) for group in groups]
+    requests = [request for request in requests if _may_change(request)]
     available = INPUT_TOKEN_BUDGET
-    chosen: set[int] = set()  # positions in ``groups`` of the newest groups that fit
-    for index in sorted(range(len(groups)), key=lambda i: groups[i][-1].day, reverse=True):
-        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in groups[index])
+    chosen: set[int] = set()  # positions in ``requests`` of the newest groups that fit
+    newest_first = sorted(
+        range(len(requests)), key=lambda i: requests[i].group[-1].day, reverse=True
+    )
+    for index in newest_first:
+        cost = sum(estimate_tokens(_line(entry)) + 1 for entry in requests[index].group)
         if cost > available:
             break
         available -= cost
         chosen.add(index)
-    return [_request(group, facts, fact_records) for i, group in enumerate(groups) if i in chosen]
+    return [request for index, request in enumerate(requests) if index in chosen]
+
+
+def _may_change(request: ConsolidationRequest) -> bool:
+    """A fact to check, or two entries not deprecated, one of which is not the user's: a
+    deprecated entry is left as it is, and one the user curated can only be a target."""
+    live = [entry for entry in request.group if not entry.deprecated]
+    return bool(request.facts) or (len(live) > 1 and not all(entry.curated for entry in live))
 
 
 def _request(
