@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memory.actions.consolidation import do_consolidate, do_undo_consolidation
+from memory.actions.consolidation import NOTHING_TO_ASK, do_consolidate, do_undo_consolidation
 from memory.actions.consolidation_prompt import CONSOLIDATION_FACTS_PROMPT
 from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
 from memory.models import ConsolidationRun, MemoryDecision
@@ -176,7 +176,7 @@ def test_the_model_is_not_asked_when_no_two_entries_share_a_subject(
 
     assert fake_openai.requests == []
     assert (run.status, run.entries_sent) == ("nothing", 0)
-    assert run.detail == "no two entries share a subject, nor one with a fact"
+    assert run.detail == NOTHING_TO_ASK
     assert block(session) == before
 
 

@@ -123,6 +123,11 @@ logger = logging.getLogger(__name__)
 # wrote 3,000 tokens at 9 a second). Cut there, it is not JSON: unusable, nothing changes.
 ANSWER_MAX_TOKENS = 2000
 STALE_ATTEMPTS = 2
+# Why the model was not asked (memory/actions/consolidation_prompt.py, consolidation_requests).
+NOTHING_TO_ASK = (
+    "nothing it could change: no two entries of one subject (in memory, not all the "
+    "user's), nor one with a fact"
+)
 
 
 @dataclass
@@ -170,7 +175,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     requests = consolidation_requests(groups, shown_facts, records)
     if not requests:
         prepared.entries = []
-        prepared.nothing = "no two entries share a subject, nor one with a fact"
+        prepared.nothing = NOTHING_TO_ASK
         return prepared
     prepared.entries = [entry for request in requests for entry in request.group]
     prepared.group_of = {
