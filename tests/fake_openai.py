@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import pytest
 
+from memory.actions.consolidation_prompt import CONSOLIDATION_SCHEMA_NAME
 from memory.actions.consolidation_subjects import SUBJECTS_SCHEMA_NAME
 from memory.llm import Usage, clear_client_cache
 
@@ -217,6 +218,21 @@ class FakeOpenAI:
         self._thread.join(timeout=5)
 
     # --- serving -------------------------------------------------------------------
+
+    def propose(self, *operations: dict) -> None:
+        """Answer the consolidation calls (one group of entries a call) with the run's
+        ``operations``, each once: in the first call that shows what it names first (a
+        merge's first id, a supersede's ``old``, a fact's ``key``). A test scripts a run's
+        whole proposal at once, whatever its groups; the other calls propose nothing."""
+        left = list(operations)
+
+        def answer(body: dict) -> str:
+            shown = {record.get("id", record.get("fact")) for record in shown_records(body)}
+            mine = [operation for operation in left if _first(operation) in shown]
+            left[:] = [operation for operation in left if operation not in mine]
+            return json.dumps({"operations": mine})
+
+        self.fallbacks[CONSOLIDATION_SCHEMA_NAME] = answer
 
     def _push(self, script: _Script) -> None:
         with self._lock:
@@ -466,6 +482,13 @@ def _error_body(message: str) -> dict:
     return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
 
 
+def _first(operation: dict) -> object:
+    """What a consolidation operation names first: the call it belongs to shows it."""
+    if operation.get("op") == "merge":
+        return (operation.get("ids") or [None])[0]
+    return operation.get("old", operation.get("key"))
+
+
 def shown_records(body: dict) -> list[dict]:
     """The JSON records, one a line, of a request's user message: the entries a
     consolidation call or a subject names call shows (not its headings)."""
@@ -486,7 +509,7 @@ def fake_openai(settings: Any) -> Iterator[FakeOpenAI]:
     server.routes[SUBJECTS_SCHEMA_NAME] = lambda body: '{"subjects": []}'
     # It asks for operations a group of entries at a time; a test scripts the answers it
     # needs, and the other groups' calls propose nothing.
-    server.fallbacks["memory_consolidation"] = lambda body: '{"operations": []}'
+    server.fallbacks[CONSOLIDATION_SCHEMA_NAME] = lambda body: '{"operations": []}'
     settings.OPENAI_BASE_URL = server.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.DRIFTLESS_MODEL = "gpt-4o-mini"

@@ -126,7 +126,7 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     django_capture_on_commit_callbacks,
 ):
     ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
-    fake_openai.reply_json({"operations": [merge(ledger, again)]})
+    fake_openai.propose(merge(ledger, again))
 
     with django_capture_on_commit_callbacks(execute=True):
         response = consolidate(as_alice, agent)
@@ -166,7 +166,7 @@ def test_a_supersede_through_rest_deprecates_the_reversed_decision(
     as_alice, fake_openai, agent, session, scope_topics
 ):
     lisbon, porto = scope_topics["lisbon"], scope_topics["porto"]
-    fake_openai.reply_json({"operations": [supersede(lisbon, porto)]})
+    fake_openai.propose(supersede(lisbon, porto))
 
     run = consolidate(as_alice, agent).json()
 
@@ -199,7 +199,7 @@ def test_a_user_promoted_topic_survives_a_merge_and_a_supersede_and_both_are_aud
     lisbon, porto = scope_topics["lisbon"], scope_topics["porto"]
     Topic.objects.filter(pk__in=[ledger.pk, lisbon.pk]).update(keep_in_memory_manually_set=True)
     before = {t.pk: (t.title, t.summary) for t in (ledger, lisbon)}
-    fake_openai.reply_json({"operations": [merge(ledger, again), supersede(lisbon, porto)]})
+    fake_openai.propose(merge(ledger, again), supersede(lisbon, porto))
 
     run = consolidate(as_alice, agent).json()
 
@@ -226,13 +226,9 @@ def test_a_user_deprecated_topic_survives_a_consolidation_that_proposes_to_chang
     add_topic(
         session, title="Offsite dates", summary="The offsite is in June.", keep=True, age_days=4
     )
-    fake_openai.reply_json(
-        {
-            "operations": [
-                merge(lisbon, porto, title="Offsite", summary="Porto."),
-                supersede(lisbon, porto),
-            ]
-        }
+    fake_openai.propose(
+        merge(lisbon, porto, title="Offsite", summary="Porto."),
+        supersede(lisbon, porto),
     )
 
     run = consolidate(as_alice, agent).json()
@@ -256,7 +252,7 @@ def test_a_user_edited_entry_may_be_the_target_of_a_merge_and_keeps_its_text(
 ):
     ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
     Topic.objects.filter(pk=again.pk).update(summary_manually_set=True)
-    fake_openai.reply_json({"operations": [merge(ledger, again)]})
+    fake_openai.propose(merge(ledger, again))
 
     run = consolidate(as_alice, agent).json()
 
@@ -274,9 +270,7 @@ def test_undo_restores_the_exact_previous_memory_block(
     t = scope_topics
     text_before, prefix_before = block(session), other_session_prefix(alice, agent)
     basis_before = scope_basis(Scope.of_session(session))
-    fake_openai.reply_json(
-        {"operations": [merge(t["ledger"], t["ledger_again"]), supersede(t["lisbon"], t["porto"])]}
-    )
+    fake_openai.propose(merge(t["ledger"], t["ledger_again"]), supersede(t["lisbon"], t["porto"]))
     run = consolidate(as_alice, agent).json()
     assert run["status"] == "applied" and block(session) != text_before
     assert run["block_before"] == text_before
@@ -298,7 +292,7 @@ def test_undo_is_refused_when_an_entry_changed_since(
     as_alice, fake_openai, agent, session, scope_topics
 ):
     lisbon, porto = scope_topics["lisbon"], scope_topics["porto"]
-    fake_openai.reply_json({"operations": [supersede(lisbon, porto)]})
+    fake_openai.propose(supersede(lisbon, porto))
     run = consolidate(as_alice, agent).json()
     Topic.objects.filter(pk=lisbon.pk).update(deprecated_manually_set=True, title="Lisbon, no")
     changed = block(session)
@@ -360,7 +354,7 @@ def test_an_unusable_operation_is_refused_on_its_own_and_the_usable_ones_apply(
     model was not shown is refused with the reason, and the merge beside it applies."""
     ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
     bad = {"op": "supersede", "old": ledger.pk, "new": -3}
-    fake_openai.reply_json({"operations": [merge(ledger, again), bad]})
+    fake_openai.propose(merge(ledger, again), bad)
 
     run = consolidate(as_alice, agent).json()
 
@@ -393,7 +387,7 @@ def test_a_group_whose_call_fails_is_refused_and_the_other_groups_apply(
         fake_openai.fail(500)
     else:
         fake_openai.reply_json({"answer": "these two are about the ledger"})
-    fake_openai.reply_json({"operations": [supersede(lisbon, porto)]})
+    fake_openai.propose(supersede(lisbon, porto))
 
     run = consolidate(as_alice, agent).json()
 
@@ -401,11 +395,11 @@ def test_a_group_whose_call_fails_is_refused_and_the_other_groups_apply(
     assert [(op["op"], op["superseded_by"]) for op in run["applied"]] == [("supersede", porto.pk)]
     (refused,) = run["refused"]
     assert refused["op"] == "unusable"
+    assert refused["proposed"] == f"a call on #{ledger.pk}, #{again.pk}"
     if first_call == "fails":
-        assert refused["proposed"] == f"a call on #{ledger.pk}, #{again.pk}"
         assert "the model call failed" in refused["reason"] and "HTTP 500" in refused["reason"]
     else:
-        assert "these two are about the ledger" in refused["proposed"]
+        assert refused["reason"] == 'the answer has no "operations" list'
     assert fresh(lisbon).deprecated and fresh(ledger).keep_in_memory
     assert (fresh(again).title, fresh(again).summary) == (again.title, again.summary)
 
@@ -417,9 +411,7 @@ def test_the_stable_prefix_is_byte_identical_after_a_consolidation_that_changes_
     fake_openai.reply_json({"operations": []})
     assert consolidate(as_alice, agent).json()["status"] == "nothing"
     Topic.objects.filter(pk=scope_topics["ledger"].pk).update(keep_in_memory_manually_set=True)
-    fake_openai.reply_json(
-        {"operations": [merge(scope_topics["ledger"], scope_topics["ledger_again"])]}
-    )
+    fake_openai.propose(merge(scope_topics["ledger"], scope_topics["ledger_again"]))
     assert consolidate(as_alice, agent).json()["status"] == "nothing"  # refused
     after = other_session_prefix(alice, agent)
     assert after == before
@@ -440,9 +432,7 @@ def test_one_entry_is_nothing_to_consolidate_and_the_model_is_not_asked(
 def test_a_stranger_cannot_run_undo_or_see_runs_of_anothers_scope(
     as_alice, fake_openai, bob, charlie, agent, session, scope_topics
 ):
-    fake_openai.reply_json(
-        {"operations": [supersede(scope_topics["lisbon"], scope_topics["porto"])]}
-    )
+    fake_openai.propose(supersede(scope_topics["lisbon"], scope_topics["porto"]))
     run = consolidate(as_alice, agent).json()
     as_bob, as_charlie = logged_in(bob), logged_in(charlie)
 
@@ -476,9 +466,7 @@ def test_an_operator_consolidates_a_scope_from_admin_sees_the_run_and_undoes_it(
     operator = get_user_model().objects.create_superuser("operator", "op@example.com", "pw")
     client.force_login(operator)
     text_before = block(session)
-    fake_openai.reply_json(
-        {"operations": [supersede(scope_topics["lisbon"], scope_topics["porto"])]}
-    )
+    fake_openai.propose(supersede(scope_topics["lisbon"], scope_topics["porto"]))
     response = client.post(
         "/admin/memory/session/",
         {"action": "consolidate_scopes", "_selected_action": [session.pk]},
@@ -511,9 +499,7 @@ def test_the_command_consolidates_and_undoes(fake_openai, alice, agent, session,
 
     from django.core.management import call_command
 
-    fake_openai.reply_json(
-        {"operations": [merge(scope_topics["ledger"], scope_topics["ledger_again"])]}
-    )
+    fake_openai.propose(merge(scope_topics["ledger"], scope_topics["ledger_again"]))
     out = StringIO()
     call_command("consolidate_memory", username="alice", agent=agent.pk, stdout=out)
     run = ConsolidationRun.objects.get()
@@ -547,7 +533,7 @@ def test_an_evaluation_consolidates_the_scope_once_enough_was_promoted_since_the
     for i in range(6):
         other.append_message(role="user" if i % 2 == 0 else "assistant", content=f"Tiles {i}.")
     fake_openai.reply_json({"title": "Tiles", "summary": "Tiles talk.", "include_in_memory": False})
-    fake_openai.reply_json({"operations": [supersede(first, later)]})
+    fake_openai.propose(supersede(first, later))
 
     run_evaluation(session_id=other.pk, reason="exit")
 
@@ -607,9 +593,7 @@ def test_a_run_that_breaks_midway_changes_nothing_and_says_it_failed(
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(consolidation, "rewrite_entry", broken)
-    fake_openai.reply_json(
-        {"operations": [supersede(t["lisbon"], t["porto"]), merge(t["ledger"], t["ledger_again"])]}
-    )
+    fake_openai.propose(supersede(t["lisbon"], t["porto"]), merge(t["ledger"], t["ledger_again"]))
     with pytest.raises(RuntimeError):
         consolidation.do_consolidate(agent=agent, user=alice)
 
@@ -628,7 +612,7 @@ def test_a_merged_away_topic_is_not_promoted_again_by_its_summary_until_the_user
     old = add_topic(session, title="Ledger", summary="On Postgres.", keep=True, age_days=9)
     add_messages(session, 6, topic=old)
     new = add_topic(session, title="Ledger DB", summary="Postgres 16.", keep=True, messages=2)
-    fake_openai.reply_json({"operations": [merge(old, new)]})
+    fake_openai.propose(merge(old, new))
     assert consolidate(as_alice, agent).json()["status"] == "applied"
     answer = {"title": "Ledger", "summary": "On Postgres.", "include_in_memory": True}
 

@@ -9,7 +9,10 @@ import json
 import pytest
 
 from memory.actions.consolidation import NOTHING_TO_ASK, do_consolidate, do_undo_consolidation
-from memory.actions.consolidation_prompt import CONSOLIDATION_FACTS_PROMPT
+from memory.actions.consolidation_prompt import (
+    CONSOLIDATION_FACTS_PROMPT,
+    CONSOLIDATION_SCHEMA_NAME,
+)
 from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
@@ -51,13 +54,9 @@ def test_an_unrelated_merge_is_refused_and_audited_while_a_related_one_applies(
     before = {t.pk: topic_fields(t) for t in (lisbon, weather)}
     # Named alike, they are shown in one group: the model may propose it, text decides.
     fake_openai.name_subjects({"Offsite city": "outdoors", "Weather chat": "outdoors"})
-    fake_openai.reply_json(
-        {
-            "operations": [
-                merge(lisbon, weather, title="Offsite", summary="Lisbon; rain."),
-                merge(ledger, again),
-            ]
-        }
+    fake_openai.propose(
+        merge(lisbon, weather, title="Offsite", summary="Lisbon; rain."),
+        merge(ledger, again),
     )
 
     run = do_consolidate(agent=agent, user=alice)
@@ -84,13 +83,9 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     in_memory(session, "Ledger database", "The ledger moves to version 16 of the database.", 15)
     porto = in_memory(session, "Offsite city changed", "The offsite moves to Porto.", 10)
     fake_openai.name_subjects({"Offsite city changed": "storage", "Ledger storage": "storage"})
-    fake_openai.reply_json(
-        {
-            "operations": [
-                {"op": "supersede", "old": ledger.pk, "new": porto.pk},
-                {"op": "supersede", "old": lisbon.pk, "new": porto.pk},
-            ]
-        }
+    fake_openai.propose(
+        {"op": "supersede", "old": ledger.pk, "new": porto.pk},
+        {"op": "supersede", "old": lisbon.pk, "new": porto.pk},
     )
 
     run = do_consolidate(agent=agent, user=alice)
@@ -103,33 +98,31 @@ def test_a_supersede_across_subjects_is_refused_and_one_within_a_subject_applies
     assert not fresh(ledger).deprecated
 
 
-def test_a_merge_of_entries_shown_in_different_groups_is_refused(
+def test_an_operation_naming_an_entry_its_call_did_not_show_is_refused(
     fake_openai, alice, agent, session
 ):
-    """The prompt allows one group an operation; the 1.5B model merged "Offsite planning"
-    into the budget's entries of the next group (they share "budget")."""
+    """Each call's answer is read against what that call showed: the 1.5B model, shown
+    every group at once, merged "Offsite planning" into the budget's entries of the next
+    group (they share "budget"). Here the offsite's call names the budget sheet."""
     offsite = in_memory(session, "Offsite planning", "Lisbon offsite: budget 9k EUR.", 30)
     in_memory(session, "Offsite moved", "The Lisbon offsite moves to Porto.", 25)
     sheet = in_memory(session, "Budget spreadsheet", "Household budget sheet by month.", 20)
     app = in_memory(session, "Budget app", "The household budget sheet moves to an app.", 10)
-    fake_openai.reply_json(
-        {
-            "operations": [
-                merge(offsite, sheet, title="Budget", summary="Offsite and household budget."),
-                merge(sheet, app, title="Budget app", summary="Household budget in an app."),
-            ]
-        }
+    across = merge(offsite, sheet, title="Budget", summary="Offsite and household budget.")
+    fake_openai.propose(
+        across, merge(sheet, app, title="Budget app", summary="Household budget in an app.")
     )
 
     run = do_consolidate(agent=agent, user=alice)
 
+    offsite_call, _ = fake_openai.requests
+    assert offsite.pk in {record["id"] for record in shown_records(offsite_call)}
+    assert sheet.pk not in {record["id"] for record in shown_records(offsite_call)}
     (applied,) = [op for op in run.applied if op.get("by") != "rules"]
     assert applied["ids"] == [sheet.pk, app.pk]
     (refused,) = run.refused
-    assert refused["ids"] == [offsite.pk, sheet.pk]
-    assert refused["reason"] == (
-        f"across groups: entries #{offsite.pk}, #{sheet.pk} were shown in different groups"
-    )
+    assert refused["op"] == "unusable" and json.loads(refused["proposed"]) == across
+    assert refused["reason"] == f"operation 1 names an entry that was not shown: {sheet.pk}"
     assert "Offsite and household budget" not in run.block_after
     assert fresh(sheet).title == "Budget spreadsheet"  # merged away into the app, unchanged
 
@@ -181,8 +174,12 @@ def test_the_model_is_not_asked_when_no_two_entries_share_a_subject(
 
 
 def test_a_group_where_nothing_could_change_is_not_asked(fake_openai, alice, agent, session):
-    """A group whose other entries are deprecated, or all the user's, has nothing the
-    consolidator may do: its call is not made; the group beside it is asked."""
+    """A group whose other entries are deprecated, or all the user's with only a fact the
+    user set, has nothing the consolidator may do: its call is not made; the group beside
+    it is asked."""
+    from memory.stores.facts import set_fact
+
+    set_fact(user=alice, agent=agent, key="piano_teacher", value="Ana", actor="user")
     in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30, deprecated=True)
     in_memory(session, "Offsite moved", "We switched the offsite to Porto.", 25)
     pinned = {"keep_in_memory_manually_set": True}
@@ -205,7 +202,7 @@ def test_the_model_picks_among_neighbours_only(fake_openai, alice, agent, sessio
     ledger = in_memory(session, "Ledger storage", "Ledger on PostgreSQL.", 20)
     weather = in_memory(session, "Weather chat", "Small talk about rain.", 10)
     again = in_memory(session, "Ledger database", "Ledger stays on PostgreSQL 16.", 5)
-    fake_openai.reply_json({"operations": [merge(ledger, weather)]})
+    fake_openai.propose(merge(ledger, weather))
 
     run = do_consolidate(agent=agent, user=alice)
 
@@ -285,7 +282,7 @@ def test_near_duplicates_a_model_left_alone_are_merged_by_the_rules_beside_its_a
         "nothing": [],
         "a supersede": [{"op": "supersede", "old": lisbon.pk, "new": porto.pk}],
     }[answer]
-    fake_openai.reply_json({"operations": operations})
+    fake_openai.propose(*operations)
 
     run = do_consolidate(agent=agent, user=alice)
 
@@ -363,7 +360,7 @@ def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_un
     fake_openai, facts, alice, agent
 ):
     city_before, diet_before = fact(alice, agent, "city"), fact(alice, agent, "diet")
-    fake_openai.reply_json({"operations": [fact_op("city", "Porto"), fact_op("diet", "vegan")]})
+    fake_openai.propose(fact_op("city", "Porto"), fact_op("diet", "vegan"))
 
     run = do_consolidate(agent=agent, user=alice)
 
@@ -397,7 +394,7 @@ def test_a_fact_marked_outdated_leaves_the_facts_and_undo_brings_it_back(
     fake_openai, facts, alice, agent
 ):
     before = fact(alice, agent, "city")
-    fake_openai.reply_json({"operations": [fact_op("city", outdated=True)]})
+    fake_openai.propose(fact_op("city", outdated=True))
 
     run = do_consolidate(agent=agent, user=alice)
 
@@ -413,7 +410,7 @@ def test_undo_refuses_when_the_fact_changed_since(fake_openai, facts, alice, age
     from memory.actions.consolidation import ConsolidationConflict
     from memory.stores.facts import set_fact
 
-    fake_openai.reply_json({"operations": [fact_op("city", "Porto")]})
+    fake_openai.propose(fact_op("city", "Porto"))
     run = do_consolidate(agent=agent, user=alice)
     set_fact(user=alice, agent=agent, key="city", value="Braga", actor="user")
 
@@ -471,7 +468,7 @@ def test_a_supersede_written_backwards_deprecates_the_earlier_decision(
     lisbon = in_memory(session, "Offsite city", "We chose Lisbon for the offsite.", 30)
     porto = in_memory(session, "Offsite moved", "The offsite moves to Porto.", 10)
     backwards = {"op": "supersede", "old": porto.pk, "new": lisbon.pk}
-    fake_openai.reply_json({"operations": [backwards]})
+    fake_openai.propose(backwards)
 
     run = do_consolidate(agent=agent, user=alice)
 
@@ -492,10 +489,30 @@ def test_a_supersede_written_backwards_still_never_deprecates_a_users_entry(
         keep_in_memory_manually_set=True,
     )
     porto = in_memory(session, "Offsite moved", "The offsite moves to Porto.", 10)
-    fake_openai.reply_json({"operations": [{"op": "supersede", "old": porto.pk, "new": lisbon.pk}]})
+    fake_openai.propose({"op": "supersede", "old": porto.pk, "new": lisbon.pk})
 
     run = do_consolidate(agent=agent, user=alice)
 
     (refused,) = run.refused
     assert "curated by the user" in refused["reason"]
     assert not fresh(lisbon).deprecated and not fresh(porto).deprecated
+
+
+def test_a_fact_op_from_a_call_that_did_not_show_the_fact_is_refused(
+    fake_openai, facts, alice, agent
+):
+    """Each call shows the facts of its entries' subject only, and its answer is read
+    against them: every call here proposes the city, and only the one shown it applies."""
+    fake_openai.fallbacks[CONSOLIDATION_SCHEMA_NAME] = lambda body: json.dumps(
+        {"operations": [fact_op("city", "Porto")]}
+    )
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    shown = [{r.get("fact") for r in shown_records(body)} for body in fake_openai.requests]
+    assert ["city" in facts for facts in shown] == [True, True, False]  # the diet's call
+    assert [(op["key"], op["after"]["value"]) for op in run.applied] == [("city", "Porto")]
+    not_shown, again = run.refused
+    assert not_shown["reason"] == "operation 1 names a fact that was not shown: 'city'"
+    assert again["reason"] == "fact 'city' already has that value"  # the second city call
+    assert fact(alice, agent, "diet")["value"] == "vegetarian"

@@ -38,20 +38,16 @@ def entries(session):
 
 def merge_and_supersede(fake_openai, entries):
     e = entries
-    fake_openai.reply_json(
+    fake_openai.propose(
         {
-            "operations": [
-                {
-                    "op": "merge",
-                    "ids": [e["ledger"].pk, e["again"].pk],
-                    "title": "Ledger",
-                    "summary": "Ledger on PostgreSQL 16.",
-                },
-                {"op": "supersede", "old": e["lisbon"].pk, "new": e["porto"].pk},
-                # Porto by the ledger: shown in different groups, refused.
-                {"op": "supersede", "old": e["porto"].pk, "new": e["again"].pk},
-            ]
-        }
+            "op": "merge",
+            "ids": [e["ledger"].pk, e["again"].pk],
+            "title": "Ledger",
+            "summary": "Ledger on PostgreSQL 16.",
+        },
+        {"op": "supersede", "old": e["lisbon"].pk, "new": e["porto"].pk},
+        # Porto by the ledger: the ledger was not shown in the offsite's call, refused.
+        {"op": "supersede", "old": e["porto"].pk, "new": e["again"].pk},
     )
 
 
@@ -114,8 +110,12 @@ def test_the_run_says_what_it_did_and_refused_with_the_topics_as_links(
         "old": ref(e["lisbon"]),
         "new": ref(e["porto"]),
     }
-    assert refused["applied"] is False and refused["reason"].startswith("across groups")
-    assert (refused["old"], refused["new"]) == (ref(e["porto"]), ref(e["again"]))
+    assert refused == {
+        "op": "unusable",
+        "applied": False,
+        "reason": f"operation 2 names an entry that was not shown: {e['again'].pk}",
+        "proposed": json.dumps({"op": "supersede", "old": e["porto"].pk, "new": e["again"].pk}),
+    }
     (listed,) = as_alice.get(RUNS.format(agent=agent.pk)).json()
     assert listed["operations"] == run["operations"]
 
@@ -275,17 +275,13 @@ def test_an_entry_merged_twice_is_merged_from_every_topic_and_superseded_only_wh
         age_days=1,
         messages=2,
     )
-    fake_openai.reply_json(
+    fake_openai.propose(
         {
-            "operations": [
-                {
-                    "op": "merge",
-                    "ids": [e["again"].pk, backups.pk],
-                    "title": "Ledger",
-                    "summary": "Ledger on PostgreSQL 16, backed up nightly.",
-                }
-            ]
-        }
+            "op": "merge",
+            "ids": [e["again"].pk, backups.pk],
+            "title": "Ledger",
+            "summary": "Ledger on PostgreSQL 16, backed up nightly.",
+        },
     )
     second = as_alice.post(CONSOLIDATE.format(agent=agent.pk)).json()
     assert second["status"] == "applied", second
@@ -314,9 +310,7 @@ def test_a_fact_operation_is_listed_in_words_and_leaves_the_entries_sources_alon
     as_alice, alice, agent, fake_openai, session, entries
 ):
     set_fact(user=alice, agent=agent, key="offsite_city", value="Lisbon", actor=FactActor.AGENT)
-    fake_openai.reply_json(
-        {"operations": [{"op": "fact", "key": "offsite_city", "value": "Porto", "outdated": False}]}
-    )
+    fake_openai.propose({"op": "fact", "key": "offsite_city", "value": "Porto", "outdated": False})
     run = as_alice.post(CONSOLIDATE.format(agent=agent.pk)).json()
     assert run["status"] == "applied", run
 

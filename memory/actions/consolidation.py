@@ -26,16 +26,17 @@ target of a merge (its text is then kept as the user left it) or the successor o
 supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the trace of
 a reversal), so an operation naming one is refused too. A merge whose entries are not
 about one subject by text statistics is refused as ``unrelated``
-(memory/actions/consolidation_rules.py), and so is one naming entries of two groups (each
-call shows one: shown all at once, the 1.5B model merged "Offsite planning" into the
-budget's entries): model output goes through the same checks as the user's input.
+(memory/actions/consolidation_rules.py): model output goes through the same checks as the
+user's input.
 
-An unusable answer changes nothing: a model failure on every call, answers none of which
-is a JSON object with an ``operations`` list, or none with a usable operation (a call that
-failed beside others that answered is refused as unusable; the others apply). An operation
-is unusable when unknown, naming an id the model was not shown, or a merge without a title
-and summary (memory/actions/consolidation_answer.py): it is refused, and the answer's
-other operations still apply. The run records why.
+Each call's answer is read against what that call showed
+(memory/actions/consolidation_answer.py): an operation naming an entry or a fact of
+another group's call is refused as not shown (shown all at once, the 1.5B model merged
+"Offsite planning" into the budget's entries). An unusable answer changes nothing: a
+model failure on every call, or answers none of which has a usable operation. A call that
+failed or answered without an ``operations`` list, beside others with usable operations,
+is refused as unusable and the others apply; so is an unusable operation (unknown, naming
+an id its call did not show, a merge without a title and summary). The run records why.
 
 No model call under a lock. :func:`do_consolidate` reads the entries and a ``basis`` of
 every in-memory topic of the scope, calls the model with no lock held, then locks the
@@ -69,9 +70,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.actions.consolidation_answer import (
+    CallAnswer,
     Operation,
     joined_answer,
-    parse_consolidation_answer,
+    parse_call_answers,
 )
 from memory.actions.consolidation_facts import (
     FactOperation,
@@ -81,6 +83,7 @@ from memory.actions.consolidation_facts import (
     undo_fact_changes,
 )
 from memory.actions.consolidation_prompt import (
+    CONSOLIDATION_SCHEMA_NAME,
     candidate_groups,
     consolidation_requests,
 )
@@ -98,6 +101,7 @@ from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
 from memory.llm import LLMError, get_chat_model
 from memory.models import Agent, ConsolidationRun, MemoryDecision, MemoryState, Session, Topic
+from memory.models.facts import AGENT_MAY_CHANGE
 from memory.stores import leases
 from memory.stores.consolidation import (
     ConsolidationEntry,
@@ -134,10 +138,8 @@ NOTHING_TO_ASK = (
 class Prepared:
     entries: list[ConsolidationEntry]
     basis: tuple
-    facts: dict[str, Any] = field(default_factory=dict)  # the facts the model was shown
-    group_of: dict[int, int] = field(default_factory=dict)  # the group each entry was shown in
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
-    answer: dict | None = None
+    answers: list[CallAnswer] = field(default_factory=list)  # each call's, or the offline pass's
     near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
     failed_calls: list[dict] = field(default_factory=list)  # a group's call that failed
     error: str = ""  # every call failed
@@ -167,41 +169,39 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     model = get_chat_model("summary")
     prepared.model_name = model.name
     if model.offline:  # the model-free pass: near-duplicates merged, nothing superseded
-        prepared.answer = offline_answer(entries)
+        known = frozenset(entry.topic_id for entry in entries)
+        prepared.answers = [CallAnswer(offline_answer(entries), known=known)]
         return prepared
     records = fact_lines(data, provenance)
     shown_facts = {key: data[key] for key in records}
     groups = candidate_groups(entries, shown_facts, subject_names(model, entries))
-    requests = consolidation_requests(groups, shown_facts, records)
+    changeable = frozenset(  # the facts the agent or the consolidator set (not the user)
+        key for key in records if (provenance.get(key) or {}).get("actor") in AGENT_MAY_CHANGE
+    )
+    requests = consolidation_requests(groups, shown_facts, records, changeable)
     if not requests:
         prepared.entries = []
         prepared.nothing = NOTHING_TO_ASK
         return prepared
     prepared.entries = [entry for request in requests for entry in request.group]
-    prepared.group_of = {
-        entry.topic_id: number for number, request in enumerate(requests) for entry in request.group
-    }
-    prepared.facts = {key: data[key] for request in requests for key in request.facts}
     prepared.near_duplicates = offline_answer(entries)
-    answers, errors = [], []
     for request in requests:
+        known = frozenset(entry.topic_id for entry in request.group)
         try:
-            answers.append(
-                model.complete_json(
-                    messages=request.messages,
-                    schema=request.schema,
-                    schema_name="memory_consolidation",
-                    max_tokens=ANSWER_MAX_TOKENS,
-                )
+            answer = model.complete_json(
+                messages=request.messages,
+                schema=request.schema,
+                schema_name=CONSOLIDATION_SCHEMA_NAME,
+                max_tokens=ANSWER_MAX_TOKENS,
             )
         except LLMError as err:  # this group's call: the others' answers still count
-            ids = ", ".join(f"#{entry.topic_id}" for entry in request.group)
-            reason = f"the model call failed: {err}"
-            errors.append({"op": "unusable", "proposed": f"a call on {ids}", "reason": reason})
-    if answers:
-        prepared.answer, prepared.failed_calls = joined_answer(answers), errors
-    else:
-        prepared.error = errors[0]["reason"]
+            failed = CallAnswer(None, known=known).refusal(f"the model call failed: {err}")
+            prepared.failed_calls.append(failed)
+            continue
+        facts = {key: data[key] for key in request.facts}
+        prepared.answers.append(CallAnswer(answer, known=known, facts=facts))
+    if not prepared.answers:
+        prepared.error = prepared.failed_calls[0]["reason"]
     return prepared
 
 
@@ -271,25 +271,14 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
         if prepared.error:
             _finish(run, ConsolidationRun.Status.FAILED, prepared.error)
             return True
-        run.proposal = _proposal(prepared.answer)
+        run.proposal = _proposal(joined_answer([call.answer for call in prepared.answers]))
         try:
-            known = {entry.topic_id for entry in prepared.entries}
-            operations, unusable = parse_consolidation_answer(
-                prepared.answer, known=known, facts=prepared.facts
-            )
+            operations, unusable = parse_call_answers(prepared.answers)
         except UnusableAnswer as err:
             _finish(run, ConsolidationRun.Status.UNUSABLE, str(err))
             return True
         run.block_before = scope_block(scope, budget=budget)
-        outcome = _apply(
-            run,
-            operations,
-            topics,
-            document=document,
-            group_of=prepared.group_of,
-            agent=agent,
-            user=user,
-        )
+        outcome = _apply(run, operations, topics, document=document, agent=agent, user=user)
         left = _near_duplicates_left(prepared, outcome)
         _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
         run.applied, run.snapshot = outcome.applied, outcome.snapshot
@@ -321,9 +310,9 @@ def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operati
     tell is one subject is merged even when a small model missed it. Only beside a usable
     answer (an unusable one changes nothing), and checked like the model's."""
     proposed = (prepared.near_duplicates or {}).get("operations", [])
-    known = {topic_id for operation in proposed for topic_id in operation["ids"]}
+    known = frozenset(topic_id for operation in proposed for topic_id in operation["ids"])
     try:
-        operations, _ = parse_consolidation_answer({"operations": proposed}, known=known)
+        operations, _ = parse_call_answers([CallAnswer({"operations": proposed}, known=known)])
     except UnusableAnswer:  # nothing the pass proposed fits the checks: nothing to add
         return []
     touched = {int(key) for key in outcome.snapshot}
@@ -341,7 +330,6 @@ def _apply(
     *,
     document,
     outcome: _Outcome | None = None,
-    group_of: dict[int, int] | None = None,
     **scope,
 ):
     outcome = outcome or _Outcome()
@@ -351,7 +339,7 @@ def _apply(
             _fact(run, operation, document, outcome, **scope)
             continue
         proposed, operation = operation, _later_supersedes(operation, topics)
-        reason = _refusal(operation, topics, gone, group_of or {})
+        reason = _refusal(operation, topics, gone)
         if reason:
             outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
@@ -400,11 +388,8 @@ def _target(operation: Operation, topics: dict[int, Topic]) -> int:
     return max(operation.ids, key=lambda i: _age(topics[i]))
 
 
-def _refusal(
-    operation: Operation, topics: dict[int, Topic], gone: set[int], group_of: dict[int, int]
-) -> str:
-    """Why this operation may not be applied ("" when it may). ``group_of``: the group each
-    entry was shown in, for the model's operations (one group each)."""
+def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> str:
+    """Why this operation may not be applied ("" when it may)."""
     for topic_id in operation.ids:
         if topic_id in gone:
             return f"entry #{topic_id} was already merged or superseded in this run"
@@ -418,9 +403,6 @@ def _refusal(
         if curated:
             names = ", ".join(f"#{i}" for i in curated)
             return f"entry {names} was curated by the user: the consolidator may not merge it away"
-    if len({group_of.get(topic_id) for topic_id in operation.ids}) > 1:
-        names = ", ".join(f"#{topic_id}" for topic_id in operation.ids)
-        return f"across groups: entries {names} were shown in different groups"
     # A merge, and a supersede too, says its entries are about one subject: checked.
     texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
     unrelated = unrelated_entry(texts)

@@ -1,18 +1,21 @@
 """Reading a consolidation answer: the model's proposal as operations, each checked on its
 own as the user's input would be (memory/actions/consolidation.py applies them).
 
-A consolidation asks one call per group; :func:`joined_answer` makes their answers one.
-An operation is unusable, and refused with the reason while the rest still apply, when it
-is none of the known ones, names an entry the model was not shown, or is a merge without a
-title and summary. An answer with no usable operation at all is unusable as a whole:
-nothing changes. Whether a usable operation may be applied (the user's curation, one
+A consolidation asks one call per group, and reads each answer against what its call showed
+(:func:`parse_call_answers`): a call sees only its group's entries and the facts of their
+subject, so its operations may name only those. An operation is unusable, and refused with
+the reason while the rest still apply, when it is none of the known ones, names an entry or
+a fact its call did not show, or is a merge without a title and summary; a call is, when
+it answered no ``operations`` list. When no call gave a usable operation, the answers are
+unusable as a whole: nothing changes. :func:`joined_answer` is what the run records as the
+model's proposal. Whether a usable operation may be applied (the user's curation, one
 subject, one group) is decided where it is applied.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory.actions.consolidation_facts import FactOperation, parse_fact_operation
@@ -44,6 +47,43 @@ class Operation:
         return {**body, "by": "rules"} if self.by_rules else body
 
 
+@dataclass(frozen=True)
+class CallAnswer:
+    """One call's answer and what that call showed: the entries (``known``) and the facts
+    its operations may name."""
+
+    answer: object
+    known: frozenset[int]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def refusal(self, reason: str) -> dict[str, Any]:
+        """The record of this call refused as a whole (it failed, or gave no operations)."""
+        ids = ", ".join(f"#{topic_id}" for topic_id in sorted(self.known))
+        return {"op": "unusable", "proposed": f"a call on {ids}", "reason": reason}
+
+
+def parse_call_answers(
+    calls: list[CallAnswer],
+) -> tuple[list[Operation | FactOperation], list[dict[str, Any]]]:
+    """The usable operations of every call's answer, each read against what its own call
+    showed, and a refusal record for each unusable operation and each call that gave no
+    operations list. UnusableAnswer when not one operation of any call is usable and one
+    was not (nothing changes); answers that all propose nothing are usable."""
+    usable: list[Operation | FactOperation] = []
+    refused: list[dict[str, Any]] = []
+    for call in calls:
+        try:
+            operations, unusable = _parsed(call.answer, known=call.known, facts=call.facts)
+        except UnusableAnswer as err:
+            refused.append(call.refusal(str(err)))
+            continue
+        usable += operations
+        refused += unusable
+    if refused and not usable:
+        raise UnusableAnswer("; ".join(refusal["reason"] for refusal in refused[:3]))
+    return usable, refused
+
+
 def joined_answer(answers: list[object]) -> object:
     """The answers of a consolidation's calls (one per group) as one: their operations,
     in order. An answer with no operations list stays in as one operation (refused as
@@ -58,14 +98,12 @@ def joined_answer(answers: list[object]) -> object:
     return {"operations": joined}
 
 
-def parse_consolidation_answer(
-    answer: object, *, known: set[int], facts: dict[str, Any] | None = None
+def _parsed(
+    answer: object, *, known: set[int] | frozenset[int], facts: dict[str, Any]
 ) -> tuple[list[Operation | FactOperation], list[dict[str, Any]]]:
-    """The usable operations of an answer, and a refusal record for each unusable one (an
-    id or key the model was not shown, a merge without a summary...): each operation is
-    checked on its own, as the user's input would be. UnusableAnswer when the answer has
-    no operations list, too many, or not one usable operation: then nothing changes.
-    ``known``: the entry ids the model was shown; ``facts``: the facts it was shown."""
+    """Each operation of ``answer`` as usable or a refusal record (checked on its own, as the
+    user's input would be); UnusableAnswer only when the answer has no operations list, or
+    too many. ``known``: the entry ids its call showed; ``facts``: the facts it showed."""
     if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
         raise UnusableAnswer('the answer has no "operations" list')
     raw = answer["operations"]
@@ -74,17 +112,15 @@ def parse_consolidation_answer(
     usable, unusable = [], []
     for index, item in enumerate(raw):
         try:
-            usable.append(_operation(item, known=known, facts=facts or {}, index=index))
+            usable.append(_operation(item, known=known, facts=facts, index=index))
         except UnusableAnswer as err:
             proposed = one_line(json.dumps(item, ensure_ascii=False, default=str), 300)
             unusable.append({"op": "unusable", "proposed": proposed, "reason": str(err)})
-    if unusable and not usable:
-        raise UnusableAnswer("; ".join(refusal["reason"] for refusal in unusable[:3]))
     return usable, unusable
 
 
 def _operation(
-    item: object, *, known: set[int], facts: dict[str, Any], index: int
+    item: object, *, known: set[int] | frozenset[int], facts: dict[str, Any], index: int
 ) -> Operation | FactOperation:
     where = f"operation {index + 1}"
     if not isinstance(item, dict) or item.get("op") not in _OPS:
@@ -116,7 +152,7 @@ def _operation(
     return Operation("merge", merged, into=into, title=title, summary=summary)
 
 
-def _id(value: object, known: set[int], where: str) -> int:
+def _id(value: object, known: set[int] | frozenset[int], where: str) -> int:
     """An entry id as the model wrote it: 12, "12" or "#12"; one it was shown."""
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):

@@ -109,6 +109,7 @@ def _schema(*operations: dict) -> dict:
     }
 
 
+CONSOLIDATION_SCHEMA_NAME = "memory_consolidation"
 CONSOLIDATION_SCHEMA = _schema(_MERGE_SCHEMA, _SUPERSEDE_SCHEMA)
 CONSOLIDATION_FACTS_SCHEMA = _schema(_MERGE_SCHEMA, _SUPERSEDE_SCHEMA, _FACT_SCHEMA)
 
@@ -174,15 +175,19 @@ class ConsolidationRequest:
 
 
 def consolidation_requests(
-    groups: list[list[ConsolidationEntry]], facts: dict[str, Any], fact_records: dict[str, str]
+    groups: list[list[ConsolidationEntry]],
+    facts: dict[str, Any],
+    fact_records: dict[str, str],
+    changeable: frozenset[str] = frozenset(),
 ) -> list[ConsolidationRequest]:
     """A call per group, for the newest groups whose entries fit ``INPUT_TOKEN_BUDGET``
     together, oldest first. Each shows the ``facts`` (key: value) related to its entries,
     as their ``fact_records`` (memory/actions/consolidation_facts.py), and only those: a
     small model told of facts it has no reason to touch invents changes to them. A group
-    in which no operation could apply is not asked (:func:`_may_change`)."""
+    in which no operation could apply is not asked (:func:`_may_change`; ``changeable``:
+    the keys of the facts the consolidator may change)."""
     requests = [_request(group, facts, fact_records) for group in groups]
-    requests = [request for request in requests if _may_change(request)]
+    requests = [request for request in requests if _may_change(request, changeable)]
     available = INPUT_TOKEN_BUDGET
     chosen: set[int] = set()  # positions in ``requests`` of the newest groups that fit
     newest_first = sorted(
@@ -197,11 +202,14 @@ def consolidation_requests(
     return [request for index, request in enumerate(requests) if index in chosen]
 
 
-def _may_change(request: ConsolidationRequest) -> bool:
-    """A fact to check, or two entries not deprecated, one of which is not the user's: a
-    deprecated entry is left as it is, and one the user curated can only be a target."""
+def _may_change(request: ConsolidationRequest, changeable: frozenset[str]) -> bool:
+    """A fact the consolidator may change (not the user's) to check, or two entries not
+    deprecated, one of which is not the user's: a deprecated entry is left as it is, and
+    one the user curated can only be a target."""
     live = [entry for entry in request.group if not entry.deprecated]
-    return bool(request.facts) or (len(live) > 1 and not all(entry.curated for entry in live))
+    if not changeable.isdisjoint(request.facts):
+        return True
+    return len(live) > 1 and not all(entry.curated for entry in live)
 
 
 def _request(
