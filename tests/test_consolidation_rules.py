@@ -28,6 +28,11 @@ def block(session) -> str:
     return scope_block(Scope.of_session(session), budget=session.agent.memory_token_budget)
 
 
+def model_operations(run):
+    """What the run applied of the model's answer (not the rules' near-duplicate merges)."""
+    return [op for op in run.applied if op.get("by") != "rules"]
+
+
 def in_memory(session, title, summary, age_days, **flags):
     topic = add_topic(session, title=title, summary=summary, keep=True, age_days=age_days)
     if flags:
@@ -118,7 +123,7 @@ def test_an_operation_naming_an_entry_its_call_did_not_show_is_refused(
     offsite_call, _ = fake_openai.requests
     assert offsite.pk in {record["id"] for record in shown_records(offsite_call)}
     assert sheet.pk not in {record["id"] for record in shown_records(offsite_call)}
-    (applied,) = [op for op in run.applied if op.get("by") != "rules"]
+    (applied,) = model_operations(run)
     assert applied["ids"] == [sheet.pk, app.pk]
     (refused,) = run.refused
     assert refused["op"] == "unusable" and json.loads(refused["proposed"]) == across
@@ -356,9 +361,16 @@ def fact_op(key, value="", outdated=False):
     return {"op": "fact", "key": key, "value": value, "outdated": outdated}
 
 
+def vegan_diet(session):
+    """A second entry on the diet: its group is asked (a merge could apply) and shown the
+    diet, a fact the user set (alone, the diet's entry is not asked: nothing could change)."""
+    return in_memory(session, "Vegan diet", "The user eats vegan since June: no dairy.", 2)
+
+
 def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_undo_restores(
-    fake_openai, facts, alice, agent
+    fake_openai, facts, alice, agent, session
 ):
+    vegan_diet(session)
     city_before, diet_before = fact(alice, agent, "city"), fact(alice, agent, "diet")
     fake_openai.propose(fact_op("city", "Porto"), fact_op("diet", "vegan"))
 
@@ -373,7 +385,7 @@ def test_a_fact_op_updates_an_agent_set_fact_is_refused_on_a_user_set_one_and_un
     assert '"fact": "city", "value": "Lyon", "set_by": "agent"' in content
     assert '"piano"' not in content
     assert run.status == "applied"
-    (applied,) = run.applied
+    (applied,) = model_operations(run)
     assert (applied["key"], applied["before"]["value"], applied["after"]["value"]) == (
         "city",
         "Lyon",
@@ -499,10 +511,11 @@ def test_a_supersede_written_backwards_still_never_deprecates_a_users_entry(
 
 
 def test_a_fact_op_from_a_call_that_did_not_show_the_fact_is_refused(
-    fake_openai, facts, alice, agent
+    fake_openai, facts, alice, agent, session
 ):
     """Each call shows the facts of its entries' subject only, and its answer is read
     against them: every call here proposes the city, and only the one shown it applies."""
+    vegan_diet(session)
     fake_openai.fallbacks[CONSOLIDATION_SCHEMA_NAME] = lambda body: json.dumps(
         {"operations": [fact_op("city", "Porto")]}
     )
@@ -511,7 +524,9 @@ def test_a_fact_op_from_a_call_that_did_not_show_the_fact_is_refused(
 
     shown = [{r.get("fact") for r in shown_records(body)} for body in fake_openai.requests]
     assert ["city" in facts for facts in shown] == [True, True, False]  # the diet's call
-    assert [(op["key"], op["after"]["value"]) for op in run.applied] == [("city", "Porto")]
+    assert [(op["key"], op["after"]["value"]) for op in model_operations(run)] == [
+        ("city", "Porto")
+    ]
     not_shown, again = run.refused
     assert not_shown["reason"] == "operation 1 names a fact that was not shown: 'city'"
     assert again["reason"] == "fact 'city' already has that value"  # the second city call

@@ -174,7 +174,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         return prepared
     records = fact_lines(data, provenance)
     shown_facts = {key: data[key] for key in records}
-    groups = candidate_groups(entries, shown_facts, subject_names(model, entries))
+    groups = candidate_groups(entries, subject_names(model, entries))
     changeable = frozenset(  # the facts the agent or the consolidator set (not the user)
         key for key in records if (provenance.get(key) or {}).get("actor") in AGENT_MAY_CHANGE
     )

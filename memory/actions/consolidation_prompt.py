@@ -126,25 +126,21 @@ def consolidation_request(*, facts: bool) -> tuple[str, dict]:
 
 
 def candidate_groups(
-    entries: list[ConsolidationEntry],
-    facts: dict[str, Any],
-    names: Mapping[int, str] | None = None,
+    entries: list[ConsolidationEntry], names: Mapping[int, str] | None = None
 ) -> list[list[ConsolidationEntry]]:
-    """What is worth showing the model: the entries that may share a subject, in groups
-    (memory/actions/consolidation_rules.py ``subject_groups``, joined with those whose
-    subject ``names`` are the same: memory/actions/consolidation_subjects.py), and each
-    other entry that shares its subject with one of ``facts`` by the same rule (alone: it
-    may have made the fact stale). The model only ever picks among a few neighbours this
-    way; a small one, shown the whole block, names entries of different subjects together.
-    A deprecated entry groups by its title (the trace of a reversal, for context: nothing
-    may change it); each group is oldest first, the groups by their first."""
+    """The entries that may share a subject, in groups (memory/actions/
+    consolidation_rules.py ``subject_groups``, joined with those whose subject ``names``
+    are the same: memory/actions/consolidation_subjects.py), and each other entry alone (it
+    may have made a fact stale: :func:`consolidation_requests` asks about it only then).
+    The model only ever picks among a few neighbours this way; a small one, shown the whole
+    block, names entries of different subjects together. A deprecated entry groups by its
+    title (the trace of a reversal, for context: nothing may change it); each group is
+    oldest first, the groups by their first."""
     live = {entry.topic_id: entry for entry in entries}
     texts = {topic_id: entry_text(entry.title, entry.summary) for topic_id, entry in live.items()}
     groups = join_groups(subject_groups(texts), names or {}, order=list(live))
     grouped = {topic_id for group in groups for topic_id in group}
-    for topic_id, text in texts.items():
-        if topic_id not in grouped and _related_facts([text], facts):
-            groups.append([topic_id])
+    groups += [[topic_id] for topic_id in live if topic_id not in grouped]
     position = {topic_id: index for index, topic_id in enumerate(live)}
     groups.sort(key=lambda group: position[group[0]])
     return [[live[topic_id] for topic_id in group] for group in groups]
@@ -185,7 +181,8 @@ def consolidation_requests(
     as their ``fact_records`` (memory/actions/consolidation_facts.py), and only those: a
     small model told of facts it has no reason to touch invents changes to them. A group
     in which no operation could apply is not asked (:func:`_may_change`; ``changeable``:
-    the keys of the facts the consolidator may change)."""
+    the keys of the facts the consolidator may change), so neither is an entry alone that
+    shares its subject with no such fact."""
     requests = [_request(group, facts, fact_records) for group in groups]
     requests = [request for request in requests if _may_change(request, changeable)]
     available = INPUT_TOKEN_BUDGET
