@@ -400,6 +400,11 @@ def test_a_group_whose_call_fails_is_refused_and_the_other_groups_apply(
         assert "the model call failed" in refused["reason"] and "HTTP 500" in refused["reason"]
     else:
         assert refused["reason"] == 'the answer has no "operations" list'
+        # The run keeps each call's answer as the model wrote it, the prose one too.
+        assert run["proposal"] == [
+            {"answer": "these two are about the ledger"},
+            supersede(lisbon, porto),
+        ]
     assert fresh(lisbon).deprecated and fresh(ledger).keep_in_memory
     assert (fresh(again).title, fresh(again).summary) == (again.title, again.summary)
 

@@ -72,7 +72,6 @@ from django.utils import timezone
 from memory.actions.consolidation_answer import (
     CallAnswer,
     Operation,
-    joined_answer,
     parse_call_answers,
 )
 from memory.actions.consolidation_facts import (
@@ -271,7 +270,7 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
         if prepared.error:
             _finish(run, ConsolidationRun.Status.FAILED, prepared.error)
             return True
-        run.proposal = _proposal(joined_answer([call.answer for call in prepared.answers]))
+        run.proposal = [item for call in prepared.answers for item in _proposal(call.answer)]
         try:
             operations, unusable = parse_call_answers(prepared.answers)
         except UnusableAnswer as err:
@@ -295,6 +294,7 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
 
 
 def _proposal(answer: object) -> list:
+    """What one call proposed, as the model wrote it: its operations, else the answer."""
     operations = answer.get("operations") if isinstance(answer, dict) else None
     return operations if isinstance(operations, list) else [answer]
 

@@ -7,9 +7,8 @@ subject, so its operations may name only those. An operation is unusable, and re
 the reason while the rest still apply, when it is none of the known ones, names an entry or
 a fact its call did not show, or is a merge without a title and summary; a call is, when
 it answered no ``operations`` list. When no call gave a usable operation, the answers are
-unusable as a whole: nothing changes. :func:`joined_answer` is what the run records as the
-model's proposal. Whether a usable operation may be applied (the user's curation, one
-subject, one group) is decided where it is applied.
+unusable as a whole: nothing changes. Whether a usable operation may be applied (the
+user's curation, one subject) is decided where it is applied.
 """
 
 from __future__ import annotations
@@ -82,20 +81,6 @@ def parse_call_answers(
     if refused and not usable:
         raise UnusableAnswer("; ".join(refusal["reason"] for refusal in refused[:3]))
     return usable, refused
-
-
-def joined_answer(answers: list[object]) -> object:
-    """The answers of a consolidation's calls (one per group) as one: their operations,
-    in order. An answer with no operations list stays in as one operation (refused as
-    unusable, the others still apply); when no answer has one, the first is the answer
-    (unusable as a whole: nothing changes)."""
-    lists = [a.get("operations") if isinstance(a, dict) else None for a in answers]
-    if not any(isinstance(operations, list) for operations in lists):
-        return answers[0] if answers else None
-    joined: list = []
-    for answer, operations in zip(answers, lists, strict=True):
-        joined.extend(operations if isinstance(operations, list) else [answer])
-    return {"operations": joined}
 
 
 def _parsed(
