@@ -31,14 +31,18 @@ model, near-duplicates merged, never a supersede), reported as its own row.
 It reports, for the block a new session of each scope reads: entries in the block, its
 tokens, duplicates left (asserted entries beyond the first of one key), reversed decisions
 still asserted (an entry a later one reversed, shown without ``[DEPRECATED]``), entries lost
-to the budget (FIFO), subjects missing from the block, and curated entries changed; then a
-last JSON line ``{"bench": "consolidation", ...}``. Targets: duplicates left and reversed
-still asserted at most 10 % of what they are without consolidation; no curated entry
-changed; the block within its budget; no more subjects missing than without; with
-``--offline``, the model-free pass also leaves fewer duplicates than without, supersedes
-nothing, changes no curated entry, keeps the block within budget and misses no more
-subjects than without. A missed target exits non-zero. It runs on a throwaway SQLite database
-and the in-process cache.
+to the budget (FIFO), subjects missing from the block, and curated entries changed; then
+each merge applied that joined entries of different labelled subjects (a small-talk entry
+is a subject of its own: a pun about databases merged into the ledger decision is one),
+with who proposed it; then a last JSON line ``{"bench": "consolidation", ...}``. Targets:
+duplicates left and reversed still asserted at most 10 % of what they are without
+consolidation; no curated entry changed; the block within its budget; no more subjects
+missing than without; no merge of two subjects; with ``--offline``, the model-free pass
+also leaves fewer duplicates than without, supersedes nothing, changes no curated entry,
+keeps the block within budget and misses no more subjects than without (its merges of two
+subjects are reported, not a target: text statistics alone, whose precision is
+bench/consolidation_similarity.py's). A missed target exits non-zero. It runs on a
+throwaway SQLite database and the in-process cache.
 """
 
 from __future__ import annotations
@@ -279,6 +283,7 @@ def run(args) -> dict:
         "refused_unrelated": sum(
             item["reason"].startswith("unrelated") for run in runs for item in run.refused
         ),
+        "mixed_merges": mixed_merges(runs, with_.label),
         "model_seconds": round(sum(seconds), 1),
         "max_run_seconds": round(max(seconds, default=0.0), 1),
     }
@@ -293,6 +298,7 @@ def run(args) -> dict:
                 item["op"] == "supersede" for run in offline_runs for item in run.applied
             ),
             "refused": sum(len(run.refused) for run in offline_runs),
+            "mixed_merges": mixed_merges(offline_runs, offline.label, proposer="rules"),
         }
         result["targets"].update(_offline_targets(result, limit=limit))
     result["fixture"] = {
@@ -304,6 +310,23 @@ def run(args) -> dict:
         "curated": sum(bool(e.get("curated")) for e in entries),
     }
     return result
+
+
+def mixed_merges(runs, label: dict[int, dict], *, proposer: str = "model") -> list[dict]:
+    """Each applied merge that joined entries of different labelled subjects (a small-talk
+    entry is a subject of its own): the titles it joined, and who proposed it (``proposer``,
+    or the model-free pass's rules beside it)."""
+    mixed = []
+    for run in runs:
+        for item in run.applied:
+            if item["op"] != "merge":
+                continue
+            entries = [label[topic_id] for topic_id in item["ids"]]
+            subjects = {entry["id"] if entry["small_talk"] else entry["key"] for entry in entries}
+            if len(subjects) > 1:
+                titles = [entry["title"] for entry in entries]
+                mixed.append({"titles": titles, "by": item.get("by", proposer)})
+    return mixed
 
 
 def _offline_run(settings, *, agent, user):
@@ -342,6 +365,7 @@ def _targets(result: dict, *, limit: int) -> dict:
         "curated_unchanged": on["curated_changed"] == 0 and off["curated_changed"] == 0,
         "tokens_bounded": on["block_tokens"] <= limit and off["block_tokens"] <= limit,
         "no_subject_lost": on["subjects_missing"] <= off["subjects_missing"],
+        "merges_one_subject": not result["runs"]["mixed_merges"],
     }
 
 
@@ -371,6 +395,9 @@ def report(result: dict, *, mode: str) -> None:
         f"{runs['refused_unrelated']} unrelated), "
         f"{runs['model_seconds']} s in all (longest {runs['max_run_seconds']} s)"
     )
+    for merge in runs["mixed_merges"]:
+        titles = " + ".join(json.dumps(title, ensure_ascii=False) for title in merge["titles"])
+        print(f"merged across subjects (by {merge['by']}): {titles}")
     if "offline_runs" in result:
         print(f"offline pass: {result['offline_runs']}")
     targets = result["targets"].items()
