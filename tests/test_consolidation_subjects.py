@@ -211,3 +211,61 @@ def test_names_sharing_a_word_join_and_a_name_is_read_as_english():
     # ... and the answer's check that a name names something dropped them.
     answer = {"subjects": [{"id": 3, "about": "the old car", "name": "Car"}]}
     assert parse_subject_names(answer, asked={3}) == {3: "car"}
+
+
+@pytest.mark.parametrize("named", ["apart", "alike"])
+@pytest.mark.parametrize("proposed_by", ["model", "rules"])
+def test_the_rules_do_not_merge_entries_the_model_named_apart(
+    fake_openai, session, alice, agent, named, proposed_by
+):
+    """Two short entries of small talk share "talk" and "night": the rules take them for
+    near-duplicates. When the model named them as different subjects, the rules' merge is
+    refused and recorded, and nothing changes; named alike, it applies. A merge the model
+    proposes itself stands on its own judgement, whatever the names."""
+    football = add_topic(
+        session,
+        title="Football result",
+        summary="Small talk about last night's match.",
+        keep=True,
+        age_days=9,
+        messages=2,
+    )
+    movie = add_topic(
+        session,
+        title="Movie night",
+        summary="Talked about a sci-fi film seen on Saturday night.",
+        keep=True,
+        age_days=2,
+        messages=2,
+    )
+    fake_openai.name_subjects(
+        {"Football result": "football", "Movie night": "movie"}
+        if named == "apart"
+        else {"Football result": "weekend chat", "Movie night": "weekend chat"}
+    )
+    merge = {
+        "op": "merge",
+        "ids": [football.pk, movie.pk],
+        "title": "Weekend",
+        "summary": "Football and a sci-fi film.",
+    }
+    fake_openai.reply_json({"operations": [merge] if proposed_by == "model" else []})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert shown_groups(fake_openai) == [[football.pk, movie.pk]]
+    merged = [(op["ids"], op.get("by", "model")) for op in run.applied]
+    football.refresh_from_db()
+    if named == "alike" or proposed_by == "model":
+        assert merged == [([football.pk, movie.pk], proposed_by)] and run.refused == []
+        assert not football.keep_in_memory
+        return
+    assert (run.status, merged) == (ConsolidationRun.Status.NOTHING, [])
+    (refused,) = run.refused
+    assert (refused["ids"], refused["by"], refused["reason"]) == (
+        [football.pk, movie.pk],
+        "rules",
+        f'unrelated: the model named entry #{football.pk} as another subject ("football") '
+        "than the entries it would be merged with",
+    )
+    assert football.keep_in_memory and Topic.objects.get(pk=movie.pk).title == "Movie night"

@@ -94,7 +94,11 @@ from memory.actions.consolidation_rules import (
     unrelated_entry,
     unrelated_reason,
 )
-from memory.actions.consolidation_subjects import subject_names
+from memory.actions.consolidation_subjects import (
+    named_apart,
+    named_apart_reason,
+    subject_names,
+)
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.text import one_line
@@ -140,6 +144,7 @@ class Prepared:
     fact_basis: tuple = ({}, {})  # the scope's facts and provenance when it was asked
     answers: list[CallAnswer] = field(default_factory=list)  # each call's, or the offline pass's
     near_duplicates: dict | None = None  # the model-free pass's answer, beside the model's
+    names: dict[int, str] = field(default_factory=dict)  # each entry's subject, by the model
     failed_calls: list[dict] = field(default_factory=list)  # a group's call that failed
     error: str = ""  # every call failed
     nothing: str = ""  # why the model was not asked: nothing to consolidate
@@ -173,7 +178,8 @@ def prepare_consolidation(scope: Scope) -> Prepared:
         return prepared
     records = fact_lines(data, provenance)
     shown_facts = {key: data[key] for key in records}
-    groups = candidate_groups(entries, subject_names(model, entries))
+    prepared.names = subject_names(model, entries)
+    groups = candidate_groups(entries, prepared.names)
     changeable = frozenset(  # the facts the agent or the consolidator set (not the user)
         key for key in records if (provenance.get(key) or {}).get("actor") in AGENT_MAY_CHANGE
     )
@@ -308,7 +314,10 @@ def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operati
     """The model-free pass's merges of near-duplicates (memory/actions/consolidation_rules.py)
     among the entries the model's applied operations left alone: what text statistics can
     tell is one subject is merged even when a small model missed it. Only beside a usable
-    answer (an unusable one changes nothing), and checked like the model's."""
+    answer (an unusable one changes nothing), and checked like the model's. Words alone
+    take two short entries of small talk sharing "talk" and "night" for one subject: a
+    merge of entries the model named as different subjects is refused (recorded in
+    ``outcome``), where the two disagree nothing changes."""
     proposed = (prepared.near_duplicates or {}).get("operations", [])
     known = frozenset(topic_id for operation in proposed for topic_id in operation["ids"])
     try:
@@ -316,11 +325,18 @@ def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operati
     except UnusableAnswer:  # nothing the pass proposed fits the checks: nothing to add
         return []
     touched = {int(key) for key in outcome.snapshot}
-    return [
-        replace(operation, by_rules=True)
-        for operation in operations
-        if isinstance(operation, Operation) and not touched & set(operation.ids)
-    ]
+    left = []
+    for operation in operations:
+        if not isinstance(operation, Operation) or touched & set(operation.ids):
+            continue
+        operation = replace(operation, by_rules=True)
+        apart = named_apart(operation.ids, prepared.names)
+        if apart is None:
+            left.append(operation)
+        else:
+            reason = named_apart_reason(apart, prepared.names)
+            outcome.refused.append({**operation.as_dict(), "reason": reason})
+    return left
 
 
 def _apply(

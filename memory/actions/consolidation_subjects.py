@@ -12,10 +12,16 @@ words (:func:`join_groups`). The prompt's two examples are about no subject of
 bench/data/consolidation-scope.jsonl; the 1.5B model sometimes names an entry after one
 ("kitchen" for a balcony garden: docs/memory.md).
 
-A name only decides what the model is shown. What it then proposes goes through the same
-checks as before (a merge of entries that share too little is still refused as
-``unrelated``), and a name is model output under the same limits as any (one line, a few
-words, an id it was shown). An unusable answer names nothing: the groups are those of words.
+A name decides what the model is shown. What the model then proposes goes through the
+same checks as before (a merge of entries that share too little is still refused as
+``unrelated``). The rules' near-duplicate merges beside its answer are words alone, which
+take two short entries of small talk sharing "talk" and "night" for one subject: one of
+entries the model named as different subjects ("football" and "movie") is refused
+(:func:`named_apart`). The model's own merges are not held to its names: a 1.5B model
+names one subject "friday" in one entry and "release" in the next, and held to them it
+left twice the duplicates (docs/memory.md). A name is model output under the same limits
+as any (one line, a few words, an id it was shown). An unusable answer names nothing: the
+groups are those of words, and the rules' merges are not checked against names.
 
 Names are kept in the cache per entry and text, so each entry is named once (again only when
 its title or summary changes): a run asks for the entries not named yet, the newest
@@ -27,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from django.core.cache import cache
 
@@ -175,6 +181,27 @@ def join_groups(
     for topic_id in order:
         joined.setdefault(root(topic_id), []).append(topic_id)
     return [group for group in joined.values() if len(group) > 1]
+
+
+def named_apart(ids: Sequence[int], names: Mapping[int, str]) -> int | None:
+    """The first of ``ids`` whose subject name shares no term with the names of the others,
+    when every one of them was named (else None: nothing to hold the model to)."""
+    if len(ids) < 2 or any(topic_id not in names for topic_id in ids):
+        return None
+    terms = {topic_id: _terms(names[topic_id]) for topic_id in ids}
+    for topic_id in ids:
+        others = frozenset().union(*(terms[other] for other in ids if other != topic_id))
+        if not terms[topic_id] & others:
+            return topic_id
+    return None
+
+
+def named_apart_reason(topic_id: int, names: Mapping[int, str]) -> str:
+    name = json.dumps(names[topic_id], ensure_ascii=False)
+    return (
+        f"unrelated: the model named entry #{topic_id} as another subject ({name}) than the "
+        "entries it would be merged with"
+    )
 
 
 def _terms(name: str) -> frozenset[str]:
