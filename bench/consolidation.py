@@ -34,7 +34,8 @@ still asserted (an entry a later one reversed, shown without ``[DEPRECATED]``), 
 to the budget (FIFO), subjects missing from the block, and curated entries changed; then
 each merge applied that joined entries of different labelled subjects (a small-talk entry
 is a subject of its own: a pun about databases merged into the ledger decision is one),
-with who proposed it; then a last JSON line ``{"bench": "consolidation", ...}``. Targets:
+with who proposed it, and each merge of one subject refused as ``unrelated`` (what the
+checks cost); then a last JSON line ``{"bench": "consolidation", ...}``. Targets:
 duplicates left and reversed still asserted at most 10 % of what they are without
 consolidation; no curated entry changed; the block within its budget; no more subjects
 missing than without; no merge of two subjects; with ``--offline``, the model-free pass
@@ -284,6 +285,7 @@ def run(args) -> dict:
             item["reason"].startswith("unrelated") for run in runs for item in run.refused
         ),
         "mixed_merges": mixed_merges(runs, with_.label),
+        "wrongly_refused": wrongly_refused(runs, with_.label),
         "model_seconds": round(sum(seconds), 1),
         "max_run_seconds": round(max(seconds, default=0.0), 1),
     }
@@ -316,17 +318,34 @@ def mixed_merges(runs, label: dict[int, dict], *, proposer: str = "model") -> li
     """Each applied merge that joined entries of different labelled subjects (a small-talk
     entry is a subject of its own): the titles it joined, and who proposed it (``proposer``,
     or the model-free pass's rules beside it)."""
-    mixed = []
-    for run in runs:
-        for item in run.applied:
-            if item["op"] != "merge":
-                continue
-            entries = [label[topic_id] for topic_id in item["ids"]]
-            subjects = {entry["id"] if entry["small_talk"] else entry["key"] for entry in entries}
-            if len(subjects) > 1:
-                titles = [entry["title"] for entry in entries]
-                mixed.append({"titles": titles, "by": item.get("by", proposer)})
-    return mixed
+    return [
+        {"titles": _titles(item, label), "by": item.get("by", proposer)}
+        for run in runs
+        for item in run.applied
+        if item["op"] == "merge" and len(_subjects(item, label)) > 1
+    ]
+
+
+def wrongly_refused(runs, label: dict[int, dict]) -> list[dict]:
+    """Each merge refused as ``unrelated`` whose entries are all of one labelled subject:
+    what the one-subject checks cost (the titles, and the reason's first words)."""
+    return [
+        {"titles": _titles(item, label), "reason": item["reason"][:60]}
+        for run in runs
+        for item in run.refused
+        if item.get("op") == "merge"
+        and item["reason"].startswith("unrelated")
+        and len(_subjects(item, label)) == 1
+    ]
+
+
+def _subjects(item: dict, label: dict[int, dict]) -> set:
+    entries = [label[topic_id] for topic_id in item["ids"] if topic_id in label]
+    return {entry["id"] if entry["small_talk"] else entry["key"] for entry in entries}
+
+
+def _titles(item: dict, label: dict[int, dict]) -> list[str]:
+    return [label[topic_id]["title"] for topic_id in item["ids"] if topic_id in label]
 
 
 def _offline_run(settings, *, agent, user):
@@ -398,6 +417,9 @@ def report(result: dict, *, mode: str) -> None:
     for merge in runs["mixed_merges"]:
         titles = " + ".join(json.dumps(title, ensure_ascii=False) for title in merge["titles"])
         print(f"merged across subjects (by {merge['by']}): {titles}")
+    for refused in runs["wrongly_refused"]:
+        titles = " + ".join(json.dumps(title, ensure_ascii=False) for title in refused["titles"])
+        print(f"refused though one subject: {titles} ({refused['reason']}...)")
     if "offline_runs" in result:
         print(f"offline pass: {result['offline_runs']}")
     targets = result["targets"].items()

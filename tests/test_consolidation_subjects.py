@@ -221,7 +221,7 @@ def test_the_rules_do_not_merge_entries_the_model_named_apart(
     """Two short entries of small talk share "talk" and "night": the rules take them for
     near-duplicates. When the model named them as different subjects, the rules' merge is
     refused and recorded, and nothing changes; named alike, it applies. A merge the model
-    proposes itself stands on its own judgement, whatever the names."""
+    proposes itself of entries its words link stands, whatever the names."""
     football = add_topic(
         session,
         title="Football result",
@@ -269,3 +269,69 @@ def test_the_rules_do_not_merge_entries_the_model_named_apart(
         "than the entries it would be merged with",
     )
     assert football.keep_in_memory and Topic.objects.get(pk=movie.pk).title == "Movie night"
+
+
+@pytest.mark.parametrize("named", ["apart", "alike"])
+def test_a_merge_is_backed_pair_by_pair_not_by_its_group(fake_openai, session, alice, agent, named):
+    """Idle chat about tea or coffee and the user's coffee setup share one word: not
+    enough to link them. A third entry shares words with the chat and the model's name
+    with the setup, so the three are shown as one group. The model's merge of the chat
+    and the setup alone is refused when nothing links the two (nothing changes, the
+    refusal is recorded), and applies when the model named both the same."""
+    chat = add_topic(
+        session,
+        title="Tea or coffee",
+        summary="Idle chat: tea or coffee in the afternoon.",
+        keep=True,
+        age_days=30,
+        messages=2,
+    )
+    setup = add_topic(
+        session,
+        title="Coffee setup",
+        summary="Makes pour-over with a V60, 15 g to 250 ml, light roasts.",
+        keep=True,
+        age_days=20,
+        messages=2,
+    )
+    decaf = add_topic(
+        session,
+        title="Afternoon coffee",
+        summary="Switched to decaf in the afternoon: light roasts from the market.",
+        keep=True,
+        age_days=10,
+        messages=2,
+    )
+    fake_openai.name_subjects(
+        {
+            "Tea or coffee": "drinks" if named == "apart" else "coffee",
+            "Coffee setup": "coffee",
+            "Afternoon coffee": "coffee",
+        }
+    )
+    merge = {"op": "merge", "ids": [chat.pk, setup.pk], "title": "Coffee", "summary": "V60."}
+    fake_openai.reply_json({"operations": [merge]})
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert shown_groups(fake_openai) == [[chat.pk, setup.pk, decaf.pk]]
+    chat.refresh_from_db()
+    if named == "alike":
+        assert [op["ids"] for op in run.applied] == [[chat.pk, setup.pk]]
+        assert not chat.keep_in_memory
+        return
+    assert (run.status, run.applied) == (ConsolidationRun.Status.NOTHING, [])
+    # The model's merge, then the rules' merge of all three (the model named them apart).
+    assert [(item["ids"], item["reason"]) for item in run.refused] == [
+        (
+            [chat.pk, setup.pk],
+            f"unrelated: nothing links entry #{setup.pk} to the rest of the merge (neither its "
+            "words nor the model's name for it share a subject with theirs)",
+        ),
+        (
+            [chat.pk, setup.pk, decaf.pk],
+            f'unrelated: the model named entry #{chat.pk} as another subject ("drinks") than '
+            "the entries it would be merged with",
+        ),
+    ]
+    assert chat.keep_in_memory and Topic.objects.get(pk=setup.pk).title == "Coffee setup"

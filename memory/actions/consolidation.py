@@ -98,6 +98,8 @@ from memory.actions.consolidation_subjects import (
     named_apart,
     named_apart_reason,
     subject_names,
+    unlinked_entry,
+    unlinked_reason,
 )
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.errors import Conflict, InvalidInput
@@ -283,9 +285,10 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
             _finish(run, ConsolidationRun.Status.UNUSABLE, str(err))
             return True
         run.block_before = scope_block(scope, budget=budget)
-        outcome = _apply(run, operations, topics, document=document, agent=agent, user=user)
+        scope_ids = {"agent": agent, "user": user}
+        outcome = _apply(run, operations, topics, prepared, document=document, **scope_ids)
         left = _near_duplicates_left(prepared, outcome)
-        _apply(run, left, topics, document=document, agent=agent, user=user, outcome=outcome)
+        _apply(run, left, topics, prepared, document=document, outcome=outcome, **scope_ids)
         run.applied, run.snapshot = outcome.applied, outcome.snapshot
         run.refused = prepared.failed_calls + unusable + outcome.refused
         run.result = {key: topic_fields(topics[int(key)]) for key in outcome.snapshot}
@@ -343,6 +346,7 @@ def _apply(
     run: ConsolidationRun,
     operations: list,
     topics: dict[int, Topic],
+    prepared: Prepared,
     *,
     document,
     outcome: _Outcome | None = None,
@@ -355,7 +359,7 @@ def _apply(
             _fact(run, operation, document, outcome, **scope)
             continue
         proposed, operation = operation, _later_supersedes(operation, topics)
-        reason = _refusal(operation, topics, gone)
+        reason = _refusal(operation, topics, gone, names=prepared.names)
         if reason:
             outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
@@ -404,8 +408,11 @@ def _target(operation: Operation, topics: dict[int, Topic]) -> int:
     return max(operation.ids, key=lambda i: _age(topics[i]))
 
 
-def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> str:
-    """Why this operation may not be applied ("" when it may)."""
+def _refusal(
+    operation: Operation, topics: dict[int, Topic], gone: set[int], *, names: dict[int, str]
+) -> str:
+    """Why this operation may not be applied ("" when it may); ``names``, the model's
+    subject names of the entries."""
     for topic_id in operation.ids:
         if topic_id in gone:
             return f"entry #{topic_id} was already merged or superseded in this run"
@@ -424,6 +431,9 @@ def _refusal(operation: Operation, topics: dict[int, Topic], gone: set[int]) -> 
     unrelated = unrelated_entry(texts)
     if unrelated is not None:
         return unrelated_reason(*unrelated)
+    unlinked = unlinked_entry(texts, names) if operation.op == "merge" else None
+    if unlinked is not None:
+        return unlinked_reason(unlinked)
     deprecated = [i for i in operation.ids if topics[i].deprecated]
     if deprecated:
         names = ", ".join(f"#{i}" for i in deprecated)

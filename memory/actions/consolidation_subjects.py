@@ -17,11 +17,14 @@ same checks as before (a merge of entries that share too little is still refused
 ``unrelated``). The rules' near-duplicate merges beside its answer are words alone, which
 take two short entries of small talk sharing "talk" and "night" for one subject: one of
 entries the model named as different subjects ("football" and "movie") is refused
-(:func:`named_apart`). The model's own merges are not held to its names: a 1.5B model
-names one subject "friday" in one entry and "release" in the next, and held to them it
-left twice the duplicates (docs/memory.md). A name is model output under the same limits
-as any (one line, a few words, an id it was shown). An unusable answer names nothing: the
-groups are those of words, and the rules' merges are not checked against names.
+(:func:`named_apart`). The model's own merges are held to its names only where words do
+not link the entries (:func:`unlinked_entry`: a merge must be one chain of entries that
+share their subject pair by pair, by words or by name, not only with a group's pooled
+text): a 1.5B model names one subject "friday" in one entry and "release" in the next,
+and held to its names alone it left twice the duplicates (docs/memory.md). A name is model
+output under the same limits as any (one line, a few words, an id it was shown). An
+unusable answer names nothing: the groups are those of words, and merges are checked by
+words alone.
 
 Names are kept in the cache per entry and text, so each entry is named once (again only when
 its title or summary changes): a run asks for the entries not named yet, the newest
@@ -37,7 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from django.core.cache import cache
 
-from memory.drift.textstats import topic_terms
+from memory.actions.consolidation_rules import may_share_subject
+from memory.drift.textstats import subject_overlap, topic_terms
 from memory.lib.text import one_line
 from memory.llm import LLMError
 from memory.stores.consolidation import ConsolidationEntry
@@ -194,6 +198,44 @@ def named_apart(ids: Sequence[int], names: Mapping[int, str]) -> int | None:
         if not terms[topic_id] & others:
             return topic_id
     return None
+
+
+def unlinked_entry(texts: Mapping[int, str], names: Mapping[int, str]) -> int | None:
+    """The first entry of a merge that nothing links to the rest of it (else None). Two
+    entries are linked as a group's are, but pair by pair: their words may share a subject
+    (``may_share_subject``), or the model's names of them share a term, or they are in
+    different scripts (words cannot tell: the model's judgement stands); the merge must be
+    one chain of links. A group is made against its pooled text, so it can hold a meal
+    plan beside a training plan beside a marathon: a merge of the meal plan and the
+    marathon alone is not backed by it, nor one of two coffee entries and two CI entries."""
+
+    def linked(first: int, second: int) -> bool:
+        overlap = subject_overlap(texts[first], texts[second])
+        if overlap is None or may_share_subject(*overlap):
+            return True
+        return bool(_terms(names.get(first, "")) & _terms(names.get(second, "")))
+
+    chains: dict[int, frozenset[int]] = {}
+    for start in texts:
+        if start in chains:
+            continue
+        reached, frontier = {start}, [start]
+        while frontier:
+            current = frontier.pop()
+            for other in texts:
+                if other not in reached and linked(current, other):
+                    reached.add(other)
+                    frontier.append(other)
+        chains.update(dict.fromkeys(reached, frozenset(reached)))
+    longest = max((chains[topic_id] for topic_id in texts), key=len)
+    return next((topic_id for topic_id in texts if topic_id not in longest), None)
+
+
+def unlinked_reason(topic_id: int) -> str:
+    return (
+        f"unrelated: nothing links entry #{topic_id} to the rest of the merge (neither its "
+        "words nor the model's name for it share a subject with theirs)"
+    )
 
 
 def named_apart_reason(topic_id: int, names: Mapping[int, str]) -> str:
