@@ -16,6 +16,7 @@ from memory.actions.consolidation_subjects import (
     SUBJECTS_SCHEMA_NAME,
     join_groups,
     parse_subject_names,
+    unlinked_entry,
 )
 from memory.models import ConsolidationRun, Session, Topic
 from tests.conftest import logged_in
@@ -335,3 +336,22 @@ def test_a_merge_is_backed_pair_by_pair_not_by_its_group(fake_openai, session, a
         ),
     ]
     assert chat.keep_in_memory and Topic.objects.get(pk=setup.pk).title == "Coffee setup"
+
+
+def test_a_merge_must_be_one_chain_of_links():
+    """Each entry below shares its subject with another (words, or the model's name), but
+    two coffee entries and two CI entries are two chains: the first entry outside the
+    longest is named. One subject in two scripts cannot be compared by its words: linked."""
+    texts = {
+        1: "Tea or coffee\nIdle chat: tea or coffee in the afternoon.",
+        2: "Coffee setup\nMakes pour-over with a V60, 15 g to 250 ml, light roasts.",
+        3: "CI migration\nMoved CI from Jenkins to GitHub Actions by the end of the quarter.",
+        4: "Actions workflows\nGitHub Actions: a reusable workflow for tests, caches pip.",
+    }
+    names = {1: "coffee", 2: "coffee"}
+    assert unlinked_entry(texts, names) == 3
+    assert unlinked_entry({key: texts[key] for key in (1, 2)}, names) is None
+    assert unlinked_entry({key: texts[key] for key in (1, 2)}, {1: "tea", 2: "coffee"}) == 2
+    assert unlinked_entry({key: texts[key] for key in (3, 4)}, {}) is None
+    japanese = {5: "日本語の勉強\n毎日三十分、げんき教科書で勉強している。", 6: texts[3]}
+    assert unlinked_entry(japanese, {}) is None
