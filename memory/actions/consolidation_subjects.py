@@ -10,7 +10,7 @@ the entry is about, then a one-word name, reusing the names already given), and 
 whose names share a word ("offsite", "porto offsite") join one group, beside the groups of
 words (:func:`join_groups`). The prompt's two examples are about no subject of
 bench/data/consolidation-scope.jsonl; the 1.5B model sometimes names an entry after one
-("kitchen" for a balcony garden: docs/memory.md).
+("kitchen" for a balcony garden: docs/measurements.md).
 
 A name decides what the model is shown. What the model then proposes goes through the
 same checks as before (a merge of entries that share too little is still refused as
@@ -21,7 +21,7 @@ entries the model named as different subjects ("football" and "movie") is refuse
 not link the entries (:func:`unlinked_entry`: a merge must be one chain of entries that
 share their subject pair by pair, by words or by name, not only with a group's pooled
 text): a 1.5B model names one subject "friday" in one entry and "release" in the next,
-and held to its names alone it left twice the duplicates (docs/memory.md). A name is model
+and held to its names alone it left twice the duplicates (docs/measurements.md). A name is model
 output under the same limits as any (one line, a few words, an id it was shown). An
 unusable answer names nothing: the groups are those of words, and merges are checked by
 words alone.
