@@ -3,7 +3,8 @@
 Usage (from the repository root, with the model settings of the app)::
 
     python bench/memory_qa_consolidation.py --data bench/data/memory-qa-test.jsonl \
-        [--histories N] [--questions-per-history N] [--limit N] [--ingest model|offline]
+        [--histories N] [--questions-per-history N] [--limit N] [--ingest model|offline] \
+        [--out replies.jsonl] [--runs-out runs.jsonl]
 
 The harness of bench/memory_qa.py (issue 22), reused as it is: each history is replayed
 through the product (stored turns, the heartbeat and exit evaluations, summaries and
@@ -15,7 +16,10 @@ session of the history's scope (``off``); then the scope is consolidated once
 It prints accuracy and F1 per lane, accuracy per kind, what the consolidations did, and a
 last JSON line ``{"bench": "memory_qa_consolidation", ...}``. Targets (issue 23):
 ``update`` accuracy on at least 1.2x off (when any update question was asked), and no
-kind worse by more than 5 points. A missed target exits 1.
+kind worse by more than 5 points. A missed target exits 1. ``--out`` writes every reply,
+scored, as bench/memory_qa.py does (its ``system`` is the lane); ``--runs-out`` writes each
+consolidation's operations, applied and refused, and the scope's memory block before and
+after it: together they tell which answers a consolidation changed, and how.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ UPDATE_RATIO = 1.2
 KIND_SLACK = 0.05
 
 
-def run_history(history, number: int, ledger, pending: list) -> tuple[list, dict]:
+def run_history(history, number: int, ledger, pending: list) -> tuple[list, dict, dict]:
     from memory.actions.consolidation import do_consolidate
 
     agent, user, _ = memory_qa.make_scope(f"c{number}-{history.id}")
@@ -68,7 +72,14 @@ def run_history(history, number: int, ledger, pending: list) -> tuple[list, dict
         "refused": len(run.refused),
         "detail": run.detail,
     }
-    return rows, figures
+    record = {
+        "history": history.id,
+        "applied": run.applied,
+        "refused": run.refused,
+        "block_before": run.block_before,
+        "block_after": run.block_after,
+    }
+    return rows, figures, record
 
 
 def targets_of(lanes: dict, kinds: dict) -> dict:
@@ -99,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--ingest", choices=("model", "offline"), default="model")
+    parser.add_argument("--out", help="write every reply, scored, to this JSON Lines file")
+    parser.add_argument("--runs-out", help="write each consolidation to this JSON Lines file")
     args = parser.parse_args(argv)
     histories = memory_qa.select(load_histories(args.data), args)
     workdir = tempfile.mkdtemp(prefix="bench-memory-qa-consolidation-")
@@ -113,15 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         ledger = memory_qa.Ledger(offline_ingest=args.ingest == "offline")
         pending: list = []
         memory_qa.install_recorder(ledger, pending)
-        scored, runs = [], []
+        scored, runs, records = [], [], []
         for number, history in enumerate(histories):
-            rows, figures = run_history(history, number, ledger, pending)
+            rows, figures, record = run_history(history, number, ledger, pending)
             scored += rows
             runs.append(figures)
+            records.append(record)
             print(f"history {history.id}: {figures}", file=sys.stderr, flush=True)
         model = get_chat_model("chat").name
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.out:
+        memory_qa.write_replies(args.out, scored)
+    if args.runs_out:
+        with open(args.runs_out, "w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     lanes, kinds = memory_qa.summarize(scored, LANES), memory_qa.by_kind(scored)
     targets = targets_of(lanes, kinds)
     seconds = time.perf_counter() - started
