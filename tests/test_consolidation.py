@@ -89,7 +89,11 @@ def other_session_prefix(alice, agent) -> str:
     return assemble_context(session=fresh).messages[0]["content"]
 
 
-def merge(*topics, title="Ledger", summary="Ledger on PostgreSQL 16.", **extra):
+# What a good merge of the two ledger entries says: what each of them said.
+LEDGER_MERGED = "Ledger on PostgreSQL, moving to version 16 of the database."
+
+
+def merge(*topics, title="Ledger", summary=LEDGER_MERGED, **extra):
     return {
         "op": "merge",
         "ids": [t.pk for t in topics],
@@ -136,10 +140,10 @@ def test_a_merge_through_rest_keeps_one_entry_with_the_merged_summary(
     assert run["status"] == "applied" and run["undoable"] is True
     (applied,) = run["applied"]
     assert applied["into"] == again.pk  # the newest becomes the merged entry
-    assert (fresh(again).title, fresh(again).summary) == ("Ledger", "Ledger on PostgreSQL 16.")
+    assert (fresh(again).title, fresh(again).summary) == ("Ledger", LEDGER_MERGED)
     assert fresh(ledger).keep_in_memory is False and fresh(ledger).deprecated is False
     assert "Ledger storage" not in run["block_after"] and "Ledger storage" in run["block_before"]
-    assert f"[#{again.pk}] Ledger: Ledger on PostgreSQL 16." in run["block_after"]
+    assert f"[#{again.pk}] Ledger: {LEDGER_MERGED}" in run["block_after"]
     decisions = MemoryDecision.objects.filter(consolidation_id=run["id"])
     assert {(d.topic_id, d.actor, d.action, d.to_state) for d in decisions} == {
         (ledger.pk, "consolidator", "state", "none"),
@@ -245,6 +249,29 @@ def test_a_user_deprecated_topic_survives_a_consolidation_that_proposes_to_chang
         "deprecated": True,
         "user_curated": True,
     }
+
+
+def test_a_merge_whose_summary_drops_an_entry_keeps_what_each_entry_said(
+    as_alice, fake_openai, agent, session, scope_topics
+):
+    """Small models write one entry's summary as the merge's: the merge applies, with the
+    entries' own summaries joined (the newest's, then what the older one adds, dated)."""
+    ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
+    lossy = merge(ledger, again, title="Ledger", summary="The ledger moves to version 16.")
+    fake_openai.propose(lossy)
+
+    run = consolidate(as_alice, agent).json()
+
+    assert run["status"] == "applied"
+    (applied,) = run["applied"]
+    assert applied["into"] == again.pk and applied["summary_by"] == "rules"
+    day = ledger.memory_changed_at.date().isoformat()
+    joined = f"The ledger moves to version 16 of the database.\n{day}: Ledger on PostgreSQL."
+    assert (fresh(again).title, fresh(again).summary) == ("Ledger database", joined)
+    assert fresh(ledger).keep_in_memory is False
+    # The run's proposal keeps what the model wrote.
+    stored = ConsolidationRun.objects.get(pk=run["id"])
+    assert [op["summary"] for op in stored.proposal] == ["The ledger moves to version 16."]
 
 
 def test_a_user_edited_entry_may_be_the_target_of_a_merge_and_keeps_its_text(

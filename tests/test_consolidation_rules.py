@@ -13,7 +13,12 @@ from memory.actions.consolidation_prompt import (
     CONSOLIDATION_FACTS_PROMPT,
     CONSOLIDATION_SCHEMA_NAME,
 )
-from memory.actions.consolidation_rules import entry_text, subject_groups, unrelated_entry
+from memory.actions.consolidation_rules import (
+    dropped_entry,
+    entry_text,
+    subject_groups,
+    unrelated_entry,
+)
 from memory.models import ConsolidationRun, MemoryDecision
 from memory.stores.consolidation import Scope, scope_block, topic_fields
 from memory.stores.memory_sources import runs_operations
@@ -531,3 +536,21 @@ def test_a_fact_op_from_a_call_that_did_not_show_the_fact_is_refused(
     assert not_shown["reason"] == "operation 1 names a fact that was not shown: 'city'"
     assert again["reason"] == "fact 'city' already has that value"  # the second city call
     assert fact(alice, agent, "diet")["value"] == "vegetarian"
+
+
+def test_a_merged_text_that_keeps_too_little_of_an_entry_names_that_entry():
+    entries = {
+        1: entry_text("Master choice", "J'ai choisi Lyon pour le master, rentrée le 14 septembre."),
+        2: entry_text("Master rhythm", "Trois jours en entreprise et deux jours à la fac."),
+    }
+    lossy = entry_text("Master", "Trois jours en entreprise, deux jours à la fac.")
+    whole = entry_text(
+        "Master à Lyon",
+        "Choisi Lyon, rentrée le 14 septembre; trois jours en entreprise, deux à la fac.",
+    )
+
+    assert dropped_entry(lossy, entries) == 1
+    assert dropped_entry(whole, entries) is None
+    # An entry in another script than the merged text cannot be compared: not named.
+    japanese = {3: entry_text("日本語の勉強", "毎日三十分、げんき教科書で勉強している。")}
+    assert dropped_entry(entry_text("Learning Japanese", "Genki II."), japanese) is None

@@ -27,7 +27,11 @@ supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the
 a reversal), so an operation naming one is refused too. A merge whose entries are not
 about one subject by text statistics is refused as ``unrelated``
 (memory/actions/consolidation_rules.py): model output goes through the same checks as the
-user's input.
+user's input. A merge keeps what each of its entries said: when the model's summary keeps
+too little of one entry's subject words (small models write one entry's summary, or a
+neighbour's, as the merge's), the entries' own summaries are joined instead, as the
+model-free pass joins them (recorded ``"summary_by": "rules"``; the proposal keeps the
+model's words), and the merge is refused when those do not fit one summary.
 
 Each call's answer is read against what that call showed
 (memory/actions/consolidation_answer.py): an operation naming an entry or a fact of
@@ -89,7 +93,9 @@ from memory.actions.consolidation_prompt import (
 from memory.actions.consolidation_rules import (
     ConsolidationConflict,
     UnusableAnswer,
+    dropped_entry,
     entry_text,
+    merged_summary,
     offline_answer,
     unrelated_entry,
     unrelated_reason,
@@ -113,6 +119,7 @@ from memory.stores.consolidation import (
     Scope,
     demote_merged,
     deprecate_superseded,
+    entry_of,
     is_curated,
     lock_scope_topics,
     lock_topics,
@@ -360,6 +367,8 @@ def _apply(
             continue
         proposed, operation = operation, _later_supersedes(operation, topics)
         reason = _refusal(operation, topics, gone, names=prepared.names)
+        if not reason:
+            operation, reason = _summary_keeping_entries(operation, topics)
         if reason:
             outcome.refused.append({**proposed.as_dict(), "reason": reason})
             logger.info("consolidation %s refused %s: %s", run.pk, operation.op, reason)
@@ -400,6 +409,34 @@ def _later_supersedes(operation: Operation, topics: dict[int, Topic]) -> Operati
     if _age(topics[new]) < _age(topics[old]):
         return Operation("supersede", (new, old))
     return operation
+
+
+def _summary_keeping_entries(
+    operation: Operation, topics: dict[int, Topic]
+) -> tuple[Operation, str]:
+    """A model's merge whose summary keeps too little of what one of its entries said
+    (``KEPT_TERMS_SHARE`` of memory/actions/consolidation_rules.py) takes the entries' own
+    summaries instead, joined as the model-free pass joins them (the newest's, then what the
+    older ones add, behind their days), and the newest's title: the model chose what is one
+    subject, the entries keep what was said. Refused (the reason) when those do not fit one
+    summary. A curated target keeps its own text whatever the summary."""
+    if operation.op != "merge" or operation.by_rules:
+        return operation, ""
+    if is_curated(topics[_target(operation, topics)]):
+        return operation, ""
+    texts = {i: entry_text(topics[i].title, topics[i].summary) for i in operation.ids}
+    dropped = dropped_entry(entry_text(operation.title, operation.summary), texts)
+    if dropped is None:
+        return operation, ""
+    members = [entry_of(topics[i]) for i in sorted(operation.ids, key=lambda i: _age(topics[i]))]
+    summary = merged_summary(members)
+    if summary is None:
+        return operation, (
+            f"the merged summary drops what entry #{dropped} said, and the entries' own "
+            "summaries do not fit one"
+        )
+    joined = replace(operation, title=members[-1].title, summary=summary, summary_by_rules=True)
+    return joined, ""
 
 
 def _target(operation: Operation, topics: dict[int, Topic]) -> int:

@@ -35,6 +35,7 @@ class Operation:
     title: str = ""
     summary: str = ""
     by_rules: bool = False  # the model-free pass's near-duplicate merge, not the model's
+    summary_by_rules: bool = False  # the model's summary lost an entry: the entries' own, joined
 
     def as_dict(self) -> dict[str, Any]:
         if self.op == "supersede":
@@ -43,6 +44,8 @@ class Operation:
         if self.into is not None:
             body["into"] = self.into
         body |= {"title": self.title, "summary": self.summary}
+        if self.summary_by_rules:
+            body["summary_by"] = "rules"
         return {**body, "by": "rules"} if self.by_rules else body
 
 

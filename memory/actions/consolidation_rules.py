@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from memory.drift.textstats import subject_overlap, subject_similarity, topic_terms
+from memory.drift.textstats import kept_share, subject_overlap, subject_similarity, topic_terms
 from memory.lib.errors import Conflict
 from memory.lib.limits import MAX_SUMMARY_CHARS
 
@@ -54,6 +54,12 @@ MIN_SHARED_TERMS = 2
 # ...unless the one shared term carries the pair (a cosine this high: "Offsite city: Lisbon"
 # and "Offsite moved: Porto", a decision and its reversal, share only their subject).
 ONE_TERM_THRESHOLD = 0.24
+# A merge's summary keeps what each of its entries said: at least this share of each entry's
+# subject terms is in the merged title and summary. The 1.5B model of the local lane often
+# writes one entry's summary, or a neighbour's, as the merge's: of its eight merges applied in
+# one run of bench/memory_qa_consolidation.py (2026-12-06), six kept 5 % to 36 % of one
+# entry's terms (one of them lost "I chose Lyon"), the other two 58 % or more of each.
+KEPT_TERMS_SHARE = 0.5
 
 
 class ConsolidationConflict(Conflict):
@@ -123,6 +129,17 @@ def may_share_subject(
     if similarity < threshold:
         return False
     return shared >= MIN_SHARED_TERMS or similarity >= ONE_TERM_THRESHOLD
+
+
+def dropped_entry(merged: str, texts: Mapping[int, str]) -> int | None:
+    """The first entry (of ``texts``: each entry's title and summary) of which the merged
+    text keeps less than ``KEPT_TERMS_SHARE`` of the subject terms; None when it keeps
+    enough of each (an entry in another script than the merged text cannot be compared)."""
+    for topic_id, text in texts.items():
+        share = kept_share(text, merged)
+        if share is not None and share < KEPT_TERMS_SHARE:
+            return topic_id
+    return None
 
 
 def unrelated_reason(topic_id: int, similarity: float) -> str:

@@ -336,6 +336,19 @@ def subject_overlap(first: str, second: str) -> tuple[float, int] | None:
     return cosine(a, b), len(a.keys() & b.keys())
 
 
+def kept_share(source: str, merged: str) -> float | None:
+    """The share of ``source``'s distinct topic terms that ``merged`` holds too, both stemmed
+    in the language of the two together. ``None`` when they are written in different scripts
+    (word statistics cannot compare them) or ``source`` has no term."""
+    if _script(language_of(source)) != _script(language_of(merged)):
+        return None
+    language = language_of(f"{source}\n{merged}")
+    terms = set(_terms_in(source, language))
+    if not terms:
+        return None
+    return len(terms & set(_terms_in(merged, language))) / len(terms)
+
+
 def _terms_in(text: str, language: str) -> tuple[str, ...]:
     if language != "en":
         return _terms(text, language)

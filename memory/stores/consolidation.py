@@ -104,17 +104,19 @@ def _scope_topics(scope: Scope):
 def memory_entries(scope: Scope) -> list[ConsolidationEntry]:
     """The scope's entries, promoted and deprecated, oldest first as the block orders them."""
     topics = _scope_topics(scope).order_by(F("memory_changed_at").asc(nulls_first=True), "pk")
-    return [
-        ConsolidationEntry(
-            topic_id=topic.pk,
-            day=topic.memory_changed_at.date().isoformat() if topic.memory_changed_at else "",
-            title=shown_topic_title(topic.title),
-            summary="" if topic.deprecated else topic.summary.strip(),
-            deprecated=topic.deprecated,
-            curated=is_curated(topic),
-        )
-        for topic in topics
-    ]
+    return [entry_of(topic) for topic in topics]
+
+
+def entry_of(topic: Topic) -> ConsolidationEntry:
+    """The topic as the consolidator sees it."""
+    return ConsolidationEntry(
+        topic_id=topic.pk,
+        day=topic.memory_changed_at.date().isoformat() if topic.memory_changed_at else "",
+        title=shown_topic_title(topic.title),
+        summary="" if topic.deprecated else topic.summary.strip(),
+        deprecated=topic.deprecated,
+        curated=is_curated(topic),
+    )
 
 
 def scope_basis(scope: Scope) -> tuple:
