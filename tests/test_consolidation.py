@@ -274,6 +274,24 @@ def test_a_merge_whose_summary_drops_an_entry_keeps_what_each_entry_said(
     assert [op["summary"] for op in stored.proposal] == ["The ledger moves to version 16."]
 
 
+def test_a_lossy_merge_whose_entries_do_not_fit_one_summary_is_refused(
+    as_alice, fake_openai, agent, session, scope_topics
+):
+    ledger, again = scope_topics["ledger"], scope_topics["ledger_again"]
+    # Each sentence brings a word the newer entry lacks: joined, longer than a summary may be.
+    long_ago = " ".join(f"The ledger database keeps journal{n}." for n in range(250))
+    Topic.objects.filter(pk=ledger.pk).update(summary=long_ago)
+    fake_openai.propose(merge(ledger, again, summary="The ledger moves to version 16."))
+
+    run = consolidate(as_alice, agent).json()
+
+    assert run["status"] == "nothing" and run["applied"] == []
+    (refused,) = run["refused"]
+    assert "do not fit one" in refused["reason"] and f"#{ledger.pk}" in refused["reason"]
+    assert fresh(ledger).summary == long_ago and fresh(ledger).keep_in_memory is True
+    assert fresh(again).summary == "The ledger moves to version 16 of the database."
+
+
 def test_a_user_edited_entry_may_be_the_target_of_a_merge_and_keeps_its_text(
     as_alice, fake_openai, agent, session, scope_topics
 ):
