@@ -1,4 +1,4 @@
-"""Consolidation's subject similarity: the thresholds of memory/actions/consolidation_rules.py.
+"""Consolidation's subject similarity: the thresholds of memory/actions/consolidation/rules.py.
 
 Usage (from the repository root)::
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memory.actions.consolidation_rules import (  # noqa: E402  (needs the sys.path line above)
+from memory.actions.consolidation import (  # noqa: E402  (needs the sys.path line above)
     MIN_SHARED_TERMS,
     NEAR_DUPLICATE_THRESHOLD,
     ONE_TERM_THRESHOLD,

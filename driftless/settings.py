@@ -280,7 +280,7 @@ SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
 RECALL_IN_CONTEXT = env_bool("RECALL_IN_CONTEXT", True)
 # Consolidation runs by itself after an evaluation once this many topics of the scope were
 # promoted since its last run, or once one was and the memory block drops entries for its
-# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+# budget (memory/actions/consolidation/run.py); 0 turns the automatic runs off.
 CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)
