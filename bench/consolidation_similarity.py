@@ -46,7 +46,7 @@ from memory.actions.consolidation import (  # noqa: E402  (needs the sys.path li
     SAME_SUBJECT_THRESHOLD,
     entry_text,
 )
-from memory.drift.textstats import subject_overlap  # noqa: E402
+from memory.text.stats import subject_overlap  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]

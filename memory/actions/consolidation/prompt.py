@@ -16,10 +16,10 @@ from typing import Any
 
 from memory.actions.consolidation.rules import entry_text, may_share_subject, subject_groups
 from memory.actions.consolidation.subjects import join_groups
-from memory.drift.textstats import subject_overlap
 from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens
 from memory.stores.consolidation import ConsolidationEntry
+from memory.text.stats import subject_overlap
 
 # What the model is shown: each summary clipped, and the newest groups whose entries fit this
 # many tokens, all the calls together.

@@ -41,10 +41,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from django.core.cache import cache
 
 from memory.actions.consolidation.rules import may_share_subject
-from memory.drift.textstats import subject_overlap, topic_terms
 from memory.lib.text import one_line
 from memory.llm import LLMError
 from memory.stores.consolidation import ConsolidationEntry
+from memory.text.stats import subject_overlap, topic_terms
 
 logger = logging.getLogger(__name__)
 
