@@ -172,7 +172,7 @@ CHANNEL_CAPACITY = 10_000
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
-    # Redis is a speed-up, never the only copy (memory/lib/outage.py): a failed cache call is
+    # Redis is a speed-up, never the only copy (memory/infra/outage.py): a failed cache call is
     # a miss, and every read through the cache falls back to the database.
     CACHES = {
         "default": {

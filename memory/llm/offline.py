@@ -8,10 +8,10 @@ import json
 import re
 from collections.abc import Iterator
 
-from memory.lib.commands import parse_memory_command
 from memory.lib.tool_words import describe_tool_result
 from memory.llm.gist import gist
 from memory.llm.types import Completion, LLMError, ToolCall
+from memory.text.commands import parse_memory_command
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
