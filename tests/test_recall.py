@@ -30,7 +30,7 @@ from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
-from memory.stores.recall import (
+from memory.stores.recall_ranking import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
     RECALL_REPLY_CHARS,

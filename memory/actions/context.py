@@ -66,7 +66,7 @@ from memory.stores.persistent import (
     topic_days_annotation,
     topic_record,
 )
-from memory.stores.recall import RECALL_MAX_HITS, exchanges, recall_terms, search_past_chats
+from memory.stores.recall_ranking import RECALL_MAX_HITS, exchanges, recall_terms, search_past_chats
 from memory.stores.search import QUERY_MAX_CHARS, SearchError
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
