@@ -263,7 +263,7 @@ TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
 TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 200, minimum=1)
 
-# Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
+# Memory behaviour (the spec's constants live in memory/lib/spec.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)

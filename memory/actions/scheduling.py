@@ -49,7 +49,7 @@ from django.utils import timezone
 
 from memory.actions.evaluation import run_evaluation
 from memory.infra.outage import broker_breaker
-from memory.lib.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
+from memory.lib.spec import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.models import Message, Session
 from memory.stores import leases
 from memory.stores.messages import record_interrupted_turn

@@ -30,9 +30,9 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
-from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.errors import InvalidInput, Refused
 from memory.lib.text import one_line
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.lib.validation import loads_json
 from memory.llm import ToolCall
 from memory.models import FactActor, Message, Session, Topic

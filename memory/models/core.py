@@ -18,7 +18,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.lib.constants import BUILTIN_TOOL_NAMES
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.lib.validation import check_title
 
 DEFAULT_MEMORY_TOKEN_BUDGET = 1500
