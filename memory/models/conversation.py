@@ -374,10 +374,29 @@ class Message(models.Model):
         """The assistant's words: a message of the assistant that calls no tool."""
         return self.role == self.Role.ASSISTANT and not self.tool_calls
 
+    # Two rules of "a conversation message", for two uses, on purpose:
+    #
+    # * ``is_conversation`` counts the conversation (``Session.conversation_count``, the
+    #   spec's turns for MIN_MEMORY_TURNS and the drift interval): a test on role and tool
+    #   calls only, so ``MessageQuerySet.conversation()`` says the same in SQL and the
+    #   counter on the session row never disagrees with a count of the rows.
+    # * ``has_dialogue_text`` is what drift detection reads (memory/actions/fork.py): the
+    #   words said, so an assistant message that also calls a tool counts when it says
+    #   something, and an empty one does not (there is nothing to compare).
+
     @property
     def is_conversation(self) -> bool:
-        """The row-level twin of ``MessageQuerySet.conversation()``."""
+        """The row-level twin of ``MessageQuerySet.conversation()``: the user's messages
+        and the assistant's replies (no tool call), whatever their text."""
         return self.role == self.Role.USER or self.is_reply
+
+    @property
+    def has_dialogue_text(self) -> bool:
+        """Words of the dialogue, as drift detection reads them: the user's message, or the
+        assistant's with text (tool calls or not)."""
+        if self.role == self.Role.USER:
+            return True
+        return self.role == self.Role.ASSISTANT and bool(self.content.strip())
 
 
 class NotesQuerySet(models.QuerySet):
