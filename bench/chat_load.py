@@ -451,7 +451,7 @@ def _percentile(ordered: list[float], percent: float) -> float:
 async def measure_server(
     server: Server, population: Population, plan: list[tuple[int, str, int]], *, timeout: float
 ) -> list[dict]:
-    from memory.lib.constants import EXIT_DEBOUNCE_SECONDS
+    from memory.lib.spec import EXIT_DEBOUNCE_SECONDS
 
     (warm_up,) = await asyncio.to_thread(population.clients, 1)
     socket = await connect(server, warm_up)

@@ -13,7 +13,7 @@ duplicates), reversals (a later entry of the same key with another ``value``, li
 summarizer does), and entries the user curated (``curated``: promoted or deprecated by
 the user, or their own edit). Two users of one agent live the same 100 sessions in one
 run: ``without`` only grows; ``with`` also runs the consolidator (the real
-memory/actions/consolidation.py, the real ``openai`` client) every ``--every`` sessions.
+memory/actions/consolidation/run.py, the real ``openai`` client) every ``--every`` sessions.
 
 The model. By default a scripted one, deterministic: the fake OpenAI-compatible server of
 the test suite answers from the fixture's labels (each entry's subject is named by its key;
@@ -25,7 +25,7 @@ mechanics (what reaches the block, what is refused, what the budget drops), not 
 judgement of a model. ``--real`` asks an OpenAI-compatible endpoint (a local model lane)
 instead; serialize it with the machine's model lock when there is one, and keep it small
 (``--sessions 40``: four consolidations). ``--offline`` adds a third user of the same
-sessions consolidated by the model-free pass (memory/actions/consolidation_rules.py: no
+sessions consolidated by the model-free pass (memory/actions/consolidation/rules.py: no
 model, near-duplicates merged, never a supersede), reported as its own row.
 
 It reports, for the block a new session of each scope reads: entries in the block, its
@@ -168,7 +168,7 @@ class ScriptedConsolidator:
         return json.dumps({"operations": operations}), None
 
     def names(self, body: dict) -> str:
-        """The subject names call (memory/actions/consolidation_subjects.py): each entry
+        """The subject names call (memory/actions/consolidation/subjects.py): each entry
         named by its labelled key (a small-talk entry by its title: it has no subject)."""
         from tests.fake_openai import shown_records
 
@@ -236,7 +236,7 @@ def run(args) -> dict:
         if args.model:
             settings.DRIFTLESS_MODEL = args.model
     else:
-        from memory.actions.consolidation_subjects import SUBJECTS_SCHEMA_NAME
+        from memory.actions.consolidation import SUBJECTS_SCHEMA_NAME
         from tests.fake_openai import FakeOpenAI
 
         scripted = ScriptedConsolidator(with_.label)

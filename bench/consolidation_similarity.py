@@ -1,4 +1,4 @@
-"""Consolidation's subject similarity: the thresholds of memory/actions/consolidation_rules.py.
+"""Consolidation's subject similarity: the thresholds of memory/actions/consolidation/rules.py.
 
 Usage (from the repository root)::
 
@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memory.actions.consolidation_rules import (  # noqa: E402  (needs the sys.path line above)
+from memory.actions.consolidation import (  # noqa: E402  (needs the sys.path line above)
     MIN_SHARED_TERMS,
     NEAR_DUPLICATE_THRESHOLD,
     ONE_TERM_THRESHOLD,
     SAME_SUBJECT_THRESHOLD,
     entry_text,
 )
-from memory.drift.textstats import subject_overlap  # noqa: E402
+from memory.text.stats import subject_overlap  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]

@@ -10,7 +10,7 @@ The harness of bench/memory_qa.py (issue 22), reused as it is: each history is r
 through the product (stored turns, the heartbeat and exit evaluations, summaries and
 promotion) with automatic consolidation turned off; every question is asked in a new
 session of the history's scope (``off``); then the scope is consolidated once
-(memory/actions/consolidation.py, the same model) and every question is asked again
+(memory/actions/consolidation/run.py, the same model) and every question is asked again
 (``on``). Same run, same ingestion, same model: the only difference is the consolidation.
 
 It prints accuracy and F1 per lane, accuracy per kind, what the consolidations did, and a

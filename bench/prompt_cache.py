@@ -402,7 +402,7 @@ def main() -> int:
         from django.conf import settings
         from django.core.management import call_command
 
-        from memory.lib.constants import ACTIVE_WINDOW_BLOCK
+        from memory.lib.spec import ACTIVE_WINDOW_BLOCK
         from memory.llm import clear_client_cache
         from tests.fake_openai import FakeOpenAI
 

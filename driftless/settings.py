@@ -172,7 +172,7 @@ CHANNEL_CAPACITY = 10_000
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     check_redis_url("REDIS_URL", REDIS_URL)
-    # Redis is a speed-up, never the only copy (memory/lib/outage.py): a failed cache call is
+    # Redis is a speed-up, never the only copy (memory/infra/outage.py): a failed cache call is
     # a miss, and every read through the cache falls back to the database.
     CACHES = {
         "default": {
@@ -263,7 +263,7 @@ TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
 TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)
 TURN_CAP_PER_ORGANIZATION = env_int("TURN_CAP_PER_ORGANIZATION", 200, minimum=1)
 
-# Memory behaviour (the spec's constants live in memory/lib/constants.py; these are knobs).
+# Memory behaviour (the spec's constants live in memory/lib/spec.py; these are knobs).
 DRIFT_SCAN_BACK = env_int("DRIFT_SCAN_BACK", 10, minimum=1)
 # The largest memory document POST /agents-api/memory/import accepts.
 MEMORY_IMPORT_MAX_BYTES = env_int("MEMORY_IMPORT_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
@@ -280,7 +280,7 @@ SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
 RECALL_IN_CONTEXT = env_bool("RECALL_IN_CONTEXT", True)
 # Consolidation runs by itself after an evaluation once this many topics of the scope were
 # promoted since its last run, or once one was and the memory block drops entries for its
-# budget (memory/actions/consolidation.py); 0 turns the automatic runs off.
+# budget (memory/actions/consolidation/run.py); 0 turns the automatic runs off.
 CONSOLIDATION_AFTER_PROMOTIONS = env_int("CONSOLIDATION_AFTER_PROMOTIONS", 10, minimum=0)
 # The "earlier topics in this session" block's cap (approximate tokens, oldest dropped first).
 EARLIER_TOPICS_TOKEN_BUDGET = env_int("EARLIER_TOPICS_TOKEN_BUDGET", 1500, minimum=100)

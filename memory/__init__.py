@@ -3,17 +3,26 @@
 * ``actions/``   workflows that span models: the turn and its tools (``turn``, ``tools``,
   ``mcp``), context assembly (``context``), curation, summaries, a new topic and the
   silent fork (``topics``, ``fork``), evaluation and its scheduling (``evaluation``,
-  ``scheduling``), deletion, export and import (``portability``).
+  ``scheduling``), deletion, export and import (``portability``), and consolidation
+  (``consolidation/``: a package; outsiders import only its ``__init__``).
 * ``stores/``    reading and writing one kind of record: messages, facts, notes,
-  persistent memory, memory states, leases (the session lock), search.
+  persistent memory, memory states and their sources, leases (the session lock), stops,
+  search, recall (``recall_ranking``: the agent's search of its past chats, ranked), and
+  consolidation's entries of a scope.
 * ``events.py``  every websocket event and the message and topic payloads, defined once.
-* ``models/``    rows, their behaviour and their QuerySets (with Django's own files:
-  ``admin/`` (with ``scope.py``: staff confined to their organizations),
-  ``apps.py``, ``tasks.py``, ``management/``, ``migrations/``).
-* ``drift/``     drift detection without the ORM: detectors, cues, text statistics, and
-  the model's detector.
-* ``llm/``       the one seam to a model: the OpenAI-compatible client, the offline model.
-* ``lib/``       small pure helpers: limits, constants, tokens, text, validation, errors.
+* ``models/``    rows, their behaviour and their QuerySets, a module by meaning (tenancy,
+  conversation, facts, audit, leases, consolidation), with Django's own files: ``admin/``
+  (with ``scope.py``: staff confined to their organizations), ``apps.py``, ``tasks.py``,
+  ``management/``, ``migrations/``.
+* ``drift/``     drift detection without the ORM: detectors, cues, and the model's detector.
+* ``llm/``       the one seam to a model: the OpenAI-compatible client, the offline model
+  and its gist, the stream pump the turn reads a model through.
+* ``text/``      people's words without the ORM: text statistics (drift, recall and
+  consolidation), the user's memory commands, Markdown as sanitized HTML.
+* ``infra/``     the services the domain runs on: the Redis outage breakers.
+* ``lib/``       small pure helpers every layer needs: the specification's constants
+  (``spec``), limits, tokens, text, validation, refusals and their texts (``errors``), the
+  built-in tools' names and words, fact keys, reply deltas.
 
 Nothing here imports the interfaces (``chat/``) or the project package (``driftless/``).
 """

@@ -29,11 +29,11 @@ from django.db import transaction
 from pydantic import Field, TypeAdapter, WithJsonSchema
 from typing_extensions import TypedDict  # pydantic reads its types on Python 3.11
 
-from memory.lib.markdown import render_markdown
-from memory.lib.outage import channel_breaker
+from memory.infra.outage import channel_breaker
 from memory.lib.text import shown_topic_title
 from memory.lib.tool_words import describe_tool_result
 from memory.models import Message, Topic
+from memory.text.markdown import render_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class MessagePayload(TypedDict):
     topic_id: int
     role: MessageRole
     content: str
-    # An assistant's text as sanitized HTML (memory/lib/markdown.py), what the chat page
+    # An assistant's text as sanitized HTML (memory/text/markdown.py), what the chat page
     # shows; "" for every other role, whose content is shown as text.
     content_html: str
     tool_calls: list[dict[str, Any]]
@@ -405,7 +405,7 @@ def publish(session_id: int, event: Event) -> None:
     """Send now (or with the other events of this moment, inside :func:`outbox`). Use for
     ephemeral events (reply deltas) that carry no stored state.
 
-    Best effort (memory/lib/outage.py): a dead channel layer never fails the write that
+    Best effort (memory/infra/outage.py): a dead channel layer never fails the write that
     happened, and is skipped for a moment after it failed."""
     box = getattr(_outboxes, "box", None)
     if box is not None and box.session_id == session_id:

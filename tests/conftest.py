@@ -7,7 +7,7 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.core.cache import cache
 
-from memory.lib.outage import broker_breaker, channel_breaker
+from memory.infra.outage import broker_breaker, channel_breaker
 from memory.models import Agent, Organization, Session
 from tests.event_shapes import event_problems
 
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Each test starts with an empty cache (only this run's keys are touched), and with
-    no service marked as down by an earlier test's outage (memory/lib/outage.py)."""
+    no service marked as down by an earlier test's outage (memory/infra/outage.py)."""
     if hasattr(cache, "delete_pattern"):
         cache.delete_pattern("*")
     else:

@@ -33,8 +33,7 @@ from typing import Any, Literal
 
 import pytest
 
-from memory.actions.consolidation_prompt import CONSOLIDATION_SCHEMA_NAME
-from memory.actions.consolidation_subjects import SUBJECTS_SCHEMA_NAME
+from memory.actions.consolidation import CONSOLIDATION_SCHEMA_NAME, SUBJECTS_SCHEMA_NAME
 from memory.llm import Usage, clear_client_cache
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -158,8 +157,8 @@ class FakeOpenAI:
 
     def name_subjects(self, names: dict[str, str]) -> None:
         """Answer every subject names call of a consolidation (memory/actions/
-        consolidation_subjects.py): each entry shown named ``names[its title]``, or not
-        named when its title is not there."""
+        consolidation/subjects.py): each entry shown named ``names[its title]``, or not named
+        when its title is not there."""
 
         def answer(body: dict) -> str:
             records = shown_records(body)

@@ -125,6 +125,21 @@ def test_ls_memory_shows_the_architecture():
     assert len(entries - DJANGO_FILES) <= MAX_MEMORY_ENTRIES, sorted(entries - DJANGO_FILES)
 
 
+def test_the_maps_name_every_room_of_ls_memory():
+    """``memory/__init__.py`` and the README's "Where things are" name what ``ls memory`` shows."""
+    entries = {
+        path.name
+        for path in (ROOT / "memory").iterdir()
+        if path.name not in ("__pycache__", "__init__.py")
+    }
+    docstring = ast.get_docstring(ast.parse((ROOT / "memory" / "__init__.py").read_text()))
+    readme = (ROOT / "README.md").read_text()
+    readme_map = readme[readme.index("- `memory/` the domain") : readme.index("- `chat/`")]
+    for text in (docstring, readme_map):
+        named = {entry for entry in entries if f"``{entry}" in text or f"`{entry}" in text}
+        assert entries - named == set()
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_file_is_longer_than_the_limit(package):
     long = {

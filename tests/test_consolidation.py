@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from memory.actions.consolidation import ANSWER_MAX_TOKENS
-from memory.actions.consolidation_prompt import CONSOLIDATION_PROMPT
+from memory.actions.consolidation import ANSWER_MAX_TOKENS, CONSOLIDATION_PROMPT
 from memory.actions.context import assemble_context
 from memory.models import ConsolidationRun, MemoryDecision, Session, Topic
 from memory.stores.consolidation import Scope, scope_basis, scope_block
@@ -634,7 +633,7 @@ def test_stored_text_reaches_the_model_as_one_quoted_record_a_line(
 def test_a_run_that_breaks_midway_changes_nothing_and_says_it_failed(
     fake_openai, monkeypatch, alice, agent, session, scope_topics
 ):
-    import memory.actions.consolidation as consolidation
+    import memory.actions.consolidation.run as consolidation
 
     t = scope_topics
     basis = scope_basis(Scope.of_session(session))

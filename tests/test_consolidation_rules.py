@@ -9,11 +9,11 @@ import json
 import pytest
 
 from memory.actions.consolidation import NOTHING_TO_ASK, do_consolidate, do_undo_consolidation
-from memory.actions.consolidation_prompt import (
+from memory.actions.consolidation.prompt import (
     CONSOLIDATION_FACTS_PROMPT,
     CONSOLIDATION_SCHEMA_NAME,
 )
-from memory.actions.consolidation_rules import (
+from memory.actions.consolidation.rules import (
     dropped_entry,
     entry_text,
     subject_groups,
@@ -328,7 +328,7 @@ def test_an_unusable_answer_changes_nothing_even_where_the_rules_would_merge(
 
 
 def test_the_offline_pass_groups_around_the_newest_entry_without_chains():
-    from memory.actions.consolidation_rules import near_duplicate_groups
+    from memory.actions.consolidation.rules import near_duplicate_groups
 
     like = {frozenset("ab"), frozenset("bc"), frozenset("de")}  # a~b, b~c, d~e; not a~c
 

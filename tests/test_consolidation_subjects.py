@@ -2,7 +2,7 @@
 
 The model (the fake OpenAI-compatible server, the real client) names each entry's subject
 in a call of its own before it is asked for operations; entries of one name form a group
-beside the groups of words (memory/actions/consolidation_subjects.py).
+beside the groups of words (memory/actions/consolidation/subjects.py).
 """
 
 import json
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from memory.actions.consolidation import do_consolidate
-from memory.actions.consolidation_subjects import (
+from memory.actions.consolidation.subjects import (
     MAX_NAMED,
     NAME_MAX_CHARS,
     SUBJECTS_SCHEMA_NAME,

@@ -17,7 +17,7 @@ from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from chat.protocol import MAX_MESSAGE_CHARS
 from driftless.asgi import application
 from memory.actions import scheduling
-from memory.lib.constants import EXIT_DEBOUNCE_SECONDS
+from memory.lib.spec import EXIT_DEBOUNCE_SECONDS
 from memory.models import Message, Session
 from memory.stores.facts import read_facts
 

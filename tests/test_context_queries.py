@@ -11,8 +11,9 @@ from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
 # session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
-# the latest message (memory/stores/recall.py): the sessions, the messages (the scope's count,
-# one query per word of the message, the rows: "m10" has one word), topics and notes
+# the latest message (memory/stores/recall_ranking.py): the sessions, the messages (the
+# scope's count, one query per word of the message, the rows: "m10" has one word), topics
+# and notes
 MAX_QUERIES = 12
 
 

@@ -9,7 +9,7 @@ from memory.actions.curation import (
     do_agent_curation,
     do_user_curation,
 )
-from memory.lib.constants import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
+from memory.lib.errors import DEPRECATED_GUARD_ERROR, KEEP_IN_MEMORY_GUARD_ERROR
 from memory.models import MemoryDecision, MemoryState
 from memory.stores.memory_states import apply_summarizer_flag
 from memory.stores.persistent import memory_cache_key

@@ -6,7 +6,7 @@ from django.test import Client
 
 from memory.actions.context import assemble_context
 from memory.actions.curation import do_user_curation
-from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
+from memory.lib.errors import ACTIVE_TOPIC_DELETE_ERROR
 from memory.models import Deletion, MemoryDecision, MemoryState, Message, Notes, Session, Topic
 from memory.stores.leases import session_lock
 from tests.memory_builders import add_messages, add_topic

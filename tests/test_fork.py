@@ -189,6 +189,6 @@ def test_offline_evaluation_runs_end_to_end_with_the_model_free_detector(session
     assert [(seq, pk) for seq, pk, _ in after] == [(seq, pk) for seq, pk, _ in before]
     assert Topic.objects.filter(session=session, is_active=True).count() == 1
     prior = Topic.objects.get(pk=outcome.topic_id)
-    # The offline model's gist (memory/lib/gist.py): the user's salient sentence, whole.
+    # The offline model's gist (memory/llm/gist.py): the user's salient sentence, whole.
     assert prior.title == "I want to plan a vegetable garden on my balcony this spring"
     assert prior.keep_in_memory is False

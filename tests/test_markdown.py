@@ -1,4 +1,4 @@
-"""The one Markdown renderer (memory/lib/markdown.py): what a reply may become in the page.
+"""The one Markdown renderer (memory/text/markdown.py): what a reply may become in the page.
 
 Only its own tags and attributes come out, whatever the text; a link is only ever made
 for http(s) and mailto addresses; text nested too deep (8,000 quotes) is shown as plain
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.lib.markdown import MAX_NESTING, render_markdown
+from memory.text.markdown import MAX_NESTING, render_markdown
 
 ALLOWED_TAGS = {
     "p", "br", "hr", "strong", "em", "s", "code", "pre", "span", "div", "blockquote",

@@ -11,7 +11,7 @@ import pytest
 from memory.drift.cues import exchange_cues
 from memory.drift.detectors import LexicalDetector, Turn
 from memory.drift.dialogue_cues import announces_switch, leans_on_topic, opens_with_reference
-from memory.drift.textstats import content_terms, language_of, stem
+from memory.text.stats import content_terms, language_of, stem
 
 
 def _alternating(*texts: str) -> list[Turn]:

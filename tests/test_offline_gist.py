@@ -11,9 +11,9 @@ import pytest
 from memory.actions.evaluation import evaluate_session
 from memory.actions.summarize import generate_summary
 from memory.actions.turn import do_send_message
-from memory.lib.gist import gist, without_opener
 from memory.lib.text import ELLIPSIS
 from memory.llm import get_chat_model
+from memory.llm.gist import gist, without_opener
 from memory.models import Message, Topic
 from tests.evaluation_helpers import join_background_evaluations
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import dispatch_tool_calls
-from memory.lib.constants import OUTSIDE_TOOL_PROMOTION_ERROR
+from memory.lib.errors import OUTSIDE_TOOL_PROMOTION_ERROR
 from memory.llm import ToolCall
 from memory.models import MemoryDecision, MemoryState, Message, Session, Topic
 from memory.stores.persistent import get_persistent_memory

@@ -25,12 +25,12 @@ from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import BUILTIN_TOOL_NAMES, dispatch_tool_calls
 from memory.actions.turn import do_send_message
 from memory.events import message_payload
-from memory.lib.constants import MIN_MEMORY_TURNS
+from memory.lib.spec import MIN_MEMORY_TURNS
 from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
-from memory.stores.recall import (
+from memory.stores.recall_ranking import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
     RECALL_REPLY_CHARS,

@@ -14,7 +14,7 @@ from memory.actions.curation import do_agent_curation, do_user_curation
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import dispatch_tool_calls
 from memory.actions.topics import do_new_topic
-from memory.lib.constants import EMPTY_TOPIC_ERROR
+from memory.lib.errors import EMPTY_TOPIC_ERROR
 from memory.lib.text import UNTITLED_TOPIC as UNTITLED
 from memory.models import MemoryDecision, MemoryState, Message, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer

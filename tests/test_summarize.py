@@ -158,7 +158,7 @@ def test_a_failed_summary_falls_back_to_the_first_user_message_and_never_promote
 def test_the_offline_model_gives_the_gist_and_never_promotes(session, topic):
     converse(session, SUBJECT_A)
     topic = summarize(topic)
-    # memory/lib/gist.py: the user's salient sentence, whole; the salient words follow.
+    # memory/llm/gist.py: the user's salient sentence, whole; the salient words follow.
     assert topic.title == "I want to plan a vegetable garden on my balcony this spring"
     assert "basil" in topic.summary and not topic.summary_is_fallback
     assert topic.keep_in_memory is False

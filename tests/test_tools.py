@@ -12,7 +12,7 @@ from memory.actions.tools import (
     builtin_tool_schemas,
     dispatch_tool_calls,
 )
-from memory.lib.constants import (
+from memory.lib.errors import (
     DEPRECATED_GUARD_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
     USER_POSITION_GUARD_ERROR,

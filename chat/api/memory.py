@@ -30,7 +30,6 @@ from chat.api.serializers import (
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
 from memory.actions.curation import do_user_curation
 from memory.events import topic_payload
-from memory.lib.markdown import render_markdown
 from memory.lib.text import DEPRECATED_PREFIX
 from memory.models import Agent, ConsolidationRun, FactActor, MemoryDecision, MemoryState
 from memory.stores.consolidation import Scope
@@ -55,6 +54,7 @@ from memory.stores.persistent import (
     scope_memory_entries,
     truncate_to_budget,
 )
+from memory.text.markdown import render_markdown
 
 _STATES = ", ".join(MemoryState.values)
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not one of your sessions or topics.")

@@ -51,7 +51,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
-from memory.lib.constants import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
+from memory.lib.spec import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
 from memory.lib.text import quoted_block, shown_topic_title
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import ImportantInfo, Message, Session, Topic
@@ -66,7 +66,7 @@ from memory.stores.persistent import (
     topic_days_annotation,
     topic_record,
 )
-from memory.stores.recall import RECALL_MAX_HITS, exchanges, recall_terms, search_past_chats
+from memory.stores.recall_ranking import RECALL_MAX_HITS, exchanges, recall_terms, search_past_chats
 from memory.stores.search import QUERY_MAX_CHARS, SearchError
 
 LayerName = Literal["stable", "semi_stable", "volatile"]

@@ -32,14 +32,14 @@ from django.db import transaction
 
 from memory.actions.summarize import do_summarize_topic
 from memory.events import publish_on_commit, topic_updated
-from memory.lib.constants import (
+from memory.lib.errors import (
     DEPRECATED_GUARD_ERROR,
     EMPTY_TOPIC_ERROR,
     KEEP_IN_MEMORY_GUARD_ERROR,
     OUTSIDE_TOOL_PROMOTION_ERROR,
     USER_POSITION_GUARD_ERROR,
+    Refused,
 )
-from memory.lib.errors import Refused
 from memory.lib.text import UNTITLED_TOPIC, shown_topic_title
 from memory.lib.validation import check_summary, check_topic_title
 from memory.models import MemoryDecision, MemoryState, Message, Topic

@@ -17,8 +17,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from memory.events import publish_on_commit, session_deleted, topic_deleted
-from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
-from memory.lib.errors import Conflict
+from memory.lib.errors import ACTIVE_TOPIC_DELETE_ERROR, Conflict
 from memory.models import IN_MEMORY, Deletion, MemoryDecision, Message, Session, Topic
 from memory.stores.leases import session_lock
 from memory.stores.persistent import invalidate_persistent_memory

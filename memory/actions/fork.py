@@ -56,13 +56,6 @@ class ForkPlan:
     reason: str
 
 
-def is_turn(message: Message) -> bool:
-    """A message that carries conversation: the user's, or the assistant's with text."""
-    if message.role == Message.Role.USER:
-        return True
-    return message.role == Message.Role.ASSISTANT and bool(message.content.strip())
-
-
 def plan_fork(
     *, topic: Topic, history: Sequence[Message], detector: DriftDetector, scan_back: int
 ) -> tuple[DriftVerdict, ForkPlan | None]:
@@ -74,7 +67,7 @@ def plan_fork(
     its results stay together.
     """
     window_start = max(0, len(history) - scan_back)
-    rows = [index for index, message in enumerate(history) if is_turn(message)]
+    rows = [index for index, message in enumerate(history) if message.has_dialogue_text]
     turns = [Turn(role=history[index].role, text=history[index].content) for index in rows]
     in_window = sum(1 for index in rows if index >= window_start)
     if len(turns) < 2 or in_window == 0:

@@ -48,8 +48,8 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from memory.actions.evaluation import run_evaluation
-from memory.lib.constants import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
-from memory.lib.outage import broker_breaker
+from memory.infra.outage import broker_breaker
+from memory.lib.spec import DRIFT_INTERVAL_MESSAGES, EXIT_DEBOUNCE_SECONDS
 from memory.models import Message, Session
 from memory.stores import leases
 from memory.stores.messages import record_interrupted_turn

@@ -60,10 +60,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.events import publish_on_commit, topic_updated
-from memory.lib.constants import BUILTIN_TOOL_NAMES, MIN_MEMORY_TURNS
 from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from memory.lib.spec import MIN_MEMORY_TURNS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line, shorten
 from memory.lib.tokens import estimate_tokens
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.llm import LLMError, fit_to_context, get_chat_model, strip_reasoning
 from memory.models import Message, Topic
 from memory.stores.memory_states import apply_summarizer_flag

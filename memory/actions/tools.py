@@ -11,7 +11,7 @@ still reach it (``Session.objects.owned_by``: a member of its organization, acti
 after access ended is refused and changes nothing. ``notes`` reaches the topics of the
 same session, ``manage_topic_memory`` the topics of the session's (agent, user,
 organization) scope (the memory blocks name them ``[#id]``), ``important_info`` the facts
-of that scope, ``recall`` the past chats of that scope (memory/stores/recall.py: the
+of that scope, ``recall`` the past chats of that scope (memory/stores/recall_ranking.py: the
 user's messages, topics in any memory state, archived notes; read-only). A topic or
 message id outside that reach gets the same refusal as an id that does not exist, so
 nothing about it leaks. Bad input (unknown tool, invalid JSON, a missing or wrong field)
@@ -30,9 +30,9 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
-from memory.lib.constants import BUILTIN_TOOL_NAMES
 from memory.lib.errors import InvalidInput, Refused
 from memory.lib.text import one_line
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.lib.validation import loads_json
 from memory.llm import ToolCall
 from memory.models import FactActor, Message, Session, Topic
@@ -46,7 +46,7 @@ from memory.stores.facts import (
 )
 from memory.stores.messages import store_message
 from memory.stores.notes import append_notes, read_latest_notes, replace_notes
-from memory.stores.recall import (
+from memory.stores.recall_ranking import (
     RECALL_DEFAULT_HITS,
     RECALL_MAX_HITS,
     read_past_chat,

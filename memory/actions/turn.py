@@ -54,16 +54,16 @@ from memory.events import (
     turn_error,
     turn_started,
 )
-from memory.lib.commands import MemoryCommand, parse_memory_command
 from memory.lib.deltas import DeltaBatcher
 from memory.lib.errors import Conflict, Refused, log_error, public_failure, without_addresses
-from memory.lib.pump import Pump
 from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
+from memory.llm.pump import Pump
 from memory.models import FactActor, Message, Session, Topic
 from memory.stores import leases, stops
 from memory.stores.messages import store_message
+from memory.text.commands import MemoryCommand, parse_memory_command
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ from memory.admin.scope import (
     SuperuserChanges,
     confine_auth_admin,
 )
-from memory.lib.constants import ACTIVE_TOPIC_DELETE_ERROR
-from memory.lib.errors import Refused
+from memory.lib.errors import ACTIVE_TOPIC_DELETE_ERROR, Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
 from memory.models import (
     Agent,

@@ -3,7 +3,7 @@
 Registered from memory/admin/__init__.py (one import), kept apart so the consolidator's
 admin grows without pushing that file past its limit. Runs are read-only records; an operator may
 start a consolidation of a session's scope (an action on sessions) or of the scopes of
-selected runs, and undo a run, each through memory/actions/consolidation.py, as the
+selected runs, and undo a run, each through memory/actions/consolidation/run.py, as the
 user's REST call does. A refusal (a run that cannot be undone) is a message on the page,
 and nothing changes.
 """

@@ -29,7 +29,7 @@ from memory.drift.dialogue_cues import (
     opens_as_follow_up,
     opens_with_reference,
 )
-from memory.drift.textstats import bag, content_terms, cosine, topic_bag, topic_terms, words
+from memory.text.stats import bag, content_terms, cosine, topic_bag, topic_terms, words
 
 
 @dataclass(frozen=True)

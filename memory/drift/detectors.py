@@ -5,7 +5,7 @@ the whole thread of the active topic. A detector answers with a :class:`DriftVer
 on drift the turns from ``start`` on are relocated to a new topic (a silent fork), and
 the new topic is judged again, so a detector answers the *first* new subject it sees.
 The cues themselves live in memory/drift/cues.py (text statistics in
-memory/drift/textstats.py, phrases in memory/drift/dialogue_cues.py), in every language
+memory/text/stats.py, phrases in memory/drift/dialogue_cues.py), in every language
 people chat in.
 
 Two detectors live here, both pure Python (this module imports no Django, so the
@@ -64,7 +64,7 @@ from memory.drift.cues import (
     substantive_turns,
 )
 from memory.drift.dialogue_cues import announces_return, announces_switch
-from memory.drift.textstats import bag, cosine
+from memory.text.stats import bag, cosine
 
 __all__ = [
     "DriftDetector",

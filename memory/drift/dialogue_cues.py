@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from memory.drift.textstats import content_terms, words
+from memory.text.stats import content_terms, words
 
 # A turn often opens with courtesy ("Thanks. Ok, ...") before saying what it is about.
 _COURTESY = re.compile(

@@ -29,6 +29,27 @@ import uuid
 
 logger = logging.getLogger("driftless.errors")
 
+# What the refusals of the memory rules say (the user-decision guard, a summary's outside
+# tools, an empty topic, the active topic's deletion), in words for the person or the
+# model who asked.
+KEEP_IN_MEMORY_GUARD_ERROR = (
+    "keepInMemory was set manually by the user; the agent cannot override it."
+)
+DEPRECATED_GUARD_ERROR = "deprecated was set manually by the user; the agent cannot override it."
+USER_POSITION_GUARD_ERROR = (
+    "the user has set this topic's memory state themselves; the agent cannot deprecate it. "
+    "Ask the user to deprecate it with the topic's brain icon."
+)
+OUTSIDE_TOOL_PROMOTION_ERROR = (
+    "this topic holds results of tools from outside (such as web pages); what they say is "
+    "not promoted to memory without the user. If it should be remembered, ask the user to "
+    "promote the topic with its brain icon."
+)
+EMPTY_TOPIC_ERROR = "this topic has no messages yet: there is nothing to remember."
+ACTIVE_TOPIC_DELETE_ERROR = (
+    "the active topic cannot be deleted; start a new topic first, or delete the session."
+)
+
 
 class Refused(Exception):
     """A request the domain turns down; see the module for the fields."""

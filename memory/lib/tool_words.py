@@ -12,6 +12,10 @@ from typing import Any
 
 from memory.lib.text import one_line
 
+# The built-in tools read and write the agent's own stores; every other tool (MCP) brings
+# text from outside, which a summary may carry but never promote without the user.
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
+
 _LIMIT = 120
 _STATE_WORDS = {
     "promoted": "is in memory",

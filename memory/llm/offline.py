@@ -8,10 +8,10 @@ import json
 import re
 from collections.abc import Iterator
 
-from memory.lib.commands import parse_memory_command
-from memory.lib.gist import gist
 from memory.lib.tool_words import describe_tool_result
+from memory.llm.gist import gist
 from memory.llm.types import Completion, LLMError, ToolCall
+from memory.text.commands import parse_memory_command
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -62,7 +62,7 @@ class OfflineModel:
         schema_name: str = "answer",
         max_tokens: int = 0,
     ) -> dict:
-        """A summary call gets the conversation's gist (memory/lib/gist.py: a title and a
+        """A summary call gets the conversation's gist (memory/llm/gist.py: a title and a
         summary from the user's own salient sentences, never promoted); any other call
         fails, so its caller takes its deterministic fallback."""
         asked = _summary_request(messages)

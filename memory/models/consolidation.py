@@ -1,6 +1,6 @@
 """Consolidation runs: one record per pass over a scope's persistent memory.
 
-A run is the audit of one consolidation (memory/actions/consolidation.py): who asked,
+A run is the audit of one consolidation (memory/actions/consolidation/run.py): who asked,
 what the model proposed, which operations were applied and which were refused (an entry
 the user curated is never changed by the consolidator), the state of every topic it
 touched before and after, and the scope's memory block before and after. What it keeps

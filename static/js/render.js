@@ -1,6 +1,6 @@
 /*
  * Showing a reply: the page parses no Markdown. A stored reply arrives rendered and
- * sanitized by the server (`content_html`, memory/lib/markdown.py: markdown-it-py, Pygments
+ * sanitized by the server (`content_html`, memory/text/markdown.py: markdown-it-py, Pygments
  * and the nh3 sanitizer); while a reply streams, its text is shown as text, in paragraphs
  * and code blocks built node by node with textContent, until the stored reply replaces it.
  *

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.lib.markdown import render_markdown
+from memory.text.markdown import render_markdown
 
 pytestmark = [pytest.mark.browser]
 

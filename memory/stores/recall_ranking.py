@@ -40,7 +40,6 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.drift.textstats import ENGLISH_STOPWORDS, language_of, stem, stopwords
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
 from memory.models import Message, Notes, Session, Topic
@@ -52,6 +51,7 @@ from memory.stores.search import (
     _sqlite,
     check_search_query,
 )
+from memory.text.stats import ENGLISH_STOPWORDS, language_of, stem, stopwords
 
 RECALL_DEFAULT_HITS = 5
 RECALL_MAX_HITS = 10

@@ -1,11 +1,9 @@
-"""The memory domain: organizations, agents, sessions, topics, messages, notes,
-durable facts, and the audit trail of memory decisions.
+"""The conversation: sessions, their topics (and a topic's memory state), messages, and
+each topic's notes.
 
 Invariants the database enforces (not just the code): one active topic per session,
-one active notes document per topic, one facts document per (user, agent,
-organization), and a message's per-session sequence number is unique.
-
-The durable facts and their history are in ``memory/models/facts.py``.
+one active notes document per topic, and a message's per-session sequence number is
+unique. The durable facts and their history are in ``memory/models/facts.py``.
 """
 
 from __future__ import annotations
@@ -13,87 +11,13 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.lib.constants import BUILTIN_TOOL_NAMES
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.lib.validation import check_title
-
-DEFAULT_MEMORY_TOKEN_BUDGET = 1500
-
-
-class Organization(models.Model):
-    name = models.CharField(max_length=200)
-    slug = models.SlugField(unique=True)
-    members = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, related_name="organizations", blank=True
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def validate_mcp_server_names(value: object) -> None:
-    """An agent names MCP servers; only the deployment configuration says what they run."""
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise ValidationError("expected a list of MCP server names, not server definitions")
-    unknown = sorted(set(value) - set(settings.MCP_SERVERS))
-    if unknown:
-        declared = ", ".join(sorted(settings.MCP_SERVERS)) or "none"
-        raise ValidationError(
-            f"not declared in the deployment configuration: {', '.join(unknown)} "
-            f"(declared: {declared})"
-        )
-
-
-class AgentQuerySet(models.QuerySet):
-    def usable_by(self, user) -> AgentQuerySet:
-        """Agents of the organizations the user belongs to."""
-        return self.filter(organization__members=user).distinct()
-
-
-class Agent(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
-    name = models.CharField(max_length=200)
-    soul = models.TextField(
-        "SOUL identity", help_text="Who the agent is: the first block of every context stack."
-    )
-    skills = models.TextField(blank=True, help_text="What the agent is good at, in plain text.")
-    model_name = models.CharField(
-        max_length=200, blank=True, help_text="Chat model; blank uses DRIFTLESS_MODEL."
-    )
-    temperature = models.FloatField(null=True, blank=True)
-    mcp_servers = models.JSONField(
-        default=list,
-        blank=True,
-        validators=[validate_mcp_server_names],
-        help_text="Names of the MCP servers this agent uses, from those the operator declares "
-        "in the deployment configuration (DRIFTLESS_MCP_SERVERS).",
-    )
-    memory_token_budget = models.PositiveIntegerField(
-        default=DEFAULT_MEMORY_TOKEN_BUDGET,
-        help_text="Approximate token cap of the persistent-memory block (oldest dropped first).",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = AgentQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["organization__name", "name"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["organization", "name"], name="agent_name_unique_in_org"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return self.name
+from memory.models.tenancy import Agent, Organization
 
 
 class SessionQuerySet(models.QuerySet):
@@ -450,10 +374,29 @@ class Message(models.Model):
         """The assistant's words: a message of the assistant that calls no tool."""
         return self.role == self.Role.ASSISTANT and not self.tool_calls
 
+    # Two rules of "a conversation message", for two uses, on purpose:
+    #
+    # * ``is_conversation`` counts the conversation (``Session.conversation_count``, the
+    #   spec's turns for MIN_MEMORY_TURNS and the drift interval): a test on role and tool
+    #   calls only, so ``MessageQuerySet.conversation()`` says the same in SQL and the
+    #   counter on the session row never disagrees with a count of the rows.
+    # * ``has_dialogue_text`` is what drift detection reads (memory/actions/fork.py): the
+    #   words said, so an assistant message that also calls a tool counts when it says
+    #   something, and an empty one does not (there is nothing to compare).
+
     @property
     def is_conversation(self) -> bool:
-        """The row-level twin of ``MessageQuerySet.conversation()``."""
+        """The row-level twin of ``MessageQuerySet.conversation()``: the user's messages
+        and the assistant's replies (no tool call), whatever their text."""
         return self.role == self.Role.USER or self.is_reply
+
+    @property
+    def has_dialogue_text(self) -> bool:
+        """Words of the dialogue, as drift detection reads them: the user's message, or the
+        assistant's with text (tool calls or not)."""
+        if self.role == self.Role.USER:
+            return True
+        return self.role == self.Role.ASSISTANT and bool(self.content.strip())
 
 
 class NotesQuerySet(models.QuerySet):
@@ -490,106 +433,3 @@ class Notes(models.Model):
 
     def __str__(self) -> str:
         return f"Notes of {self.topic}" + (" (archived)" if self.archived else "")
-
-
-class MemoryDecision(models.Model):
-    """Audit trail: who moved which topic from which memory state to which, or edited its
-    title and summary (``action`` edit: the states are the topic's state at the time)."""
-
-    class Actor(models.TextChoices):
-        USER = "user", "User"
-        AGENT = "agent", "Agent"
-        SUMMARIZER = "summarizer", "Summarizer"
-        CONSOLIDATOR = "consolidator", "Consolidator"
-
-    class Action(models.TextChoices):
-        STATE = "state", "Memory state changed"
-        EDIT = "edit", "Title or summary edited"
-
-    action = models.CharField(max_length=8, choices=Action.choices, default=Action.STATE)
-
-    topic = models.ForeignKey(
-        Topic, null=True, on_delete=models.SET_NULL, related_name="memory_decisions"
-    )
-    topic_title = models.CharField(max_length=200, blank=True, help_text="Title at the time.")
-    actor = models.CharField(max_length=12, choices=Actor.choices)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    from_state = models.CharField(max_length=12, choices=MemoryState.choices)
-    to_state = models.CharField(max_length=12, choices=MemoryState.choices)
-    consolidation = models.ForeignKey(
-        "memory.ConsolidationRun",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="decisions",
-        help_text="The consolidation run that made (or undid) this decision.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
-
-    def __str__(self) -> str:
-        if self.action == self.Action.EDIT:
-            return f"{self.actor}: edited ({self.topic_title})"
-        return f"{self.actor}: {self.from_state} → {self.to_state} ({self.topic_title})"
-
-
-class Lease(models.Model):
-    """A lock that expires on its own: held by one process while it renews it
-    (memory/stores/leases.py). The database is its only copy, so it survives a cache outage and
-    frees itself within ``LEASE_SECONDS`` of its holder dying."""
-
-    name = models.CharField(max_length=100, primary_key=True)
-    holder = models.CharField(max_length=64)
-    acquired_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{self.name} until {self.expires_at:%H:%M:%S}"
-
-
-class Deletion(models.Model):
-    """Audit row of a deleted session or topic: who, what, how much, never the content.
-
-    The ids are the deleted rows' own (kept as plain numbers: the rows are gone)."""
-
-    class Kind(models.TextChoices):
-        SESSION = "session", "Session"
-        TOPIC = "topic", "Topic"
-
-    class Via(models.TextChoices):
-        USER = "user", "The user (page or API)"
-        OPERATOR = "operator", "An operator (admin)"
-
-    kind = models.CharField(max_length=8, choices=Kind.choices)
-    via = models.CharField(max_length=8, choices=Via.choices)
-    session_ref = models.PositiveBigIntegerField(help_text="Id of the (deleted) session.")
-    topic_ref = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Id of the deleted topic (a topic deletion)."
-    )
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    agent = models.ForeignKey(Agent, null=True, on_delete=models.SET_NULL, related_name="+")
-    organization = models.ForeignKey(
-        Organization, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    deleted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    topics = models.PositiveIntegerField(help_text="Topics deleted.")
-    messages = models.PositiveIntegerField(help_text="Messages deleted.")
-    memory_topics = models.PositiveIntegerField(
-        help_text="Deleted topics that were in persistent memory (promoted or deprecated)."
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
-
-    def __str__(self) -> str:
-        what = f"topic {self.topic_ref} of session" if self.topic_ref else "session"
-        return f"{what} {self.session_ref} deleted by {self.get_via_display().lower()}"

@@ -1,7 +1,7 @@
 """Subject names: how entries that share no word reach the consolidator side by side.
 
 Text statistics group the entries a model is shown by their words
-(memory/actions/consolidation_rules.py ``subject_groups``). Two entries of one subject in
+(memory/actions/consolidation/rules.py ``subject_groups``). Two entries of one subject in
 two scripts ("日本語の勉強" and "Japanese progress"), or two facets of it in other words
 ("Auth approach" and "Login security", "Balcony garden" and "Tomato care"), share none, so
 the model was never shown them together and their duplicates stayed. Before it is asked,
@@ -40,11 +40,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from django.core.cache import cache
 
-from memory.actions.consolidation_rules import may_share_subject
-from memory.drift.textstats import subject_overlap, topic_terms
+from memory.actions.consolidation.rules import may_share_subject
 from memory.lib.text import one_line
 from memory.llm import LLMError
 from memory.stores.consolidation import ConsolidationEntry
+from memory.text.stats import subject_overlap, topic_terms
 
 logger = logging.getLogger(__name__)
 

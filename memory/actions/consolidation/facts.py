@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from memory.actions.consolidation_rules import ConsolidationConflict, UnusableAnswer
+from memory.actions.consolidation.rules import ConsolidationConflict, UnusableAnswer
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens

@@ -23,24 +23,3 @@ DRIFT_INTERVAL_MESSAGES = 10
 
 # Exit triggers (navigation, tab hidden, socket disconnect) are coalesced this long.
 EXIT_DEBOUNCE_SECONDS = 2.0
-
-KEEP_IN_MEMORY_GUARD_ERROR = (
-    "keepInMemory was set manually by the user; the agent cannot override it."
-)
-DEPRECATED_GUARD_ERROR = "deprecated was set manually by the user; the agent cannot override it."
-USER_POSITION_GUARD_ERROR = (
-    "the user has set this topic's memory state themselves; the agent cannot deprecate it. "
-    "Ask the user to deprecate it with the topic's brain icon."
-)
-# The built-in tools read and write the agent's own stores; every other tool (MCP) brings
-# text from outside, which a summary may carry but never promote without the user.
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
-OUTSIDE_TOOL_PROMOTION_ERROR = (
-    "this topic holds results of tools from outside (such as web pages); what they say is "
-    "not promoted to memory without the user. If it should be remembered, ask the user to "
-    "promote the topic with its brain icon."
-)
-EMPTY_TOPIC_ERROR = "this topic has no messages yet: there is nothing to remember."
-ACTIVE_TOPIC_DELETE_ERROR = (
-    "the active topic cannot be deleted; start a new topic first, or delete the session."
-)

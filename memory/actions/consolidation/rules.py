@@ -2,7 +2,7 @@
 
 A model's proposal goes through the same checks as the user's input. A ``merge`` says
 its entries are about one subject; text statistics check that claim
-(:func:`memory.drift.textstats.subject_similarity`: Unicode words, the language's stop
+(:func:`memory.text.stats.subject_similarity`: Unicode words, the language's stop
 words, Snowball stems, the cosine of the topic terms of title and summary). Each entry is
 compared with the rest of the merge pooled; one that shares too little with them
 (similarity below ``SAME_SUBJECT_THRESHOLD``) makes the merge ``unrelated``: it is
@@ -38,9 +38,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from memory.drift.textstats import kept_share, subject_overlap, subject_similarity, topic_terms
 from memory.lib.errors import Conflict
 from memory.lib.limits import MAX_SUMMARY_CHARS
+from memory.text.stats import kept_share, subject_overlap, subject_similarity, topic_terms
 
 if TYPE_CHECKING:  # the rules themselves need no Django (bench/consolidation_similarity.py)
     from memory.stores.consolidation import ConsolidationEntry

@@ -1,9 +1,9 @@
 """Consolidation: memory that stays true as it grows, and never overrides the user.
 
 One pass over one (agent, user, organization) scope. The model reads the scope's memory
-entries that may share a subject, a group a call (memory/actions/consolidation_prompt.py:
+entries that may share a subject, a group a call (memory/actions/consolidation/prompt.py:
 by their words, or the subject names the model gave them,
-memory/actions/consolidation_subjects.py), each a one-line JSON record (id, day, title,
+memory/actions/consolidation/subjects.py), each a one-line JSON record (id, day, title,
 summary; ``deprecated`` for a reversed one, title only; ``user_curated`` when the user
 chose or wrote it), and proposes operations:
 
@@ -13,7 +13,7 @@ chose or wrote it), and proposes operations:
 * ``supersede``: an earlier entry whose decision a later one reversed is deprecated (it
   stays in the block as ``[DEPRECATED] title``, as the specification wants);
 * ``fact``: a durable fact a later entry made stale is updated or marked outdated (the
-  model is shown the scope's facts too; memory/actions/consolidation_facts.py).
+  model is shown the scope's facts too; memory/actions/consolidation/facts.py).
 
 Beside a usable answer, the model-free pass's near-duplicate merges apply too, on the
 entries the model's applied operations left alone (recorded ``"by": "rules"``).
@@ -26,7 +26,7 @@ target of a merge (its text is then kept as the user left it) or the successor o
 supersede. A deprecated entry is left as it is (its ``[DEPRECATED]`` line is the trace of
 a reversal), so an operation naming one is refused too. A merge whose entries are not
 about one subject by text statistics is refused as ``unrelated``
-(memory/actions/consolidation_rules.py): model output goes through the same checks as the
+(memory/actions/consolidation/rules.py): model output goes through the same checks as the
 user's input. A merge keeps what each of its entries said: when the model's summary keeps
 too little of one entry's subject words (small models write one entry's summary, or a
 neighbour's, as the merge's), the entries' own summaries are joined instead, as the
@@ -34,7 +34,7 @@ model-free pass joins them (recorded ``"summary_by": "rules"``; the proposal kee
 model's words), and the merge is refused when those do not fit one summary.
 
 Each call's answer is read against what that call showed
-(memory/actions/consolidation_answer.py): an operation naming an entry or a fact of
+(memory/actions/consolidation/answer.py): an operation naming an entry or a fact of
 another group's call is refused as not shown (shown all at once, the 1.5B model merged
 "Offsite planning" into the budget's entries). An unusable answer changes nothing: a
 model failure on every call, or answers none of which has a usable operation. A call that
@@ -58,7 +58,7 @@ after an evaluation (:func:`consolidate_if_due`, called by memory/actions/evalua
 once the evaluation let go of the session) when ``CONSOLIDATION_AFTER_PROMOTIONS`` topics
 of the scope were promoted since its last run, or one was and the block drops entries for
 its budget. With the offline model, the run is the model-free pass of
-memory/actions/consolidation_rules.py (near-duplicates merged, nothing superseded). One
+memory/actions/consolidation/rules.py (near-duplicates merged, nothing superseded). One
 run of a scope at a time, however started (a lease): a second is refused (409 over REST)
 while one runs.
 """
@@ -73,24 +73,24 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memory.actions.consolidation_answer import (
+from memory.actions.consolidation.answer import (
     CallAnswer,
     Operation,
     parse_call_answers,
 )
-from memory.actions.consolidation_facts import (
+from memory.actions.consolidation.facts import (
     FactOperation,
     apply_fact_operation,
     fact_lines,
     fact_refusal,
     undo_fact_changes,
 )
-from memory.actions.consolidation_prompt import (
+from memory.actions.consolidation.prompt import (
     CONSOLIDATION_SCHEMA_NAME,
     candidate_groups,
     consolidation_requests,
 )
-from memory.actions.consolidation_rules import (
+from memory.actions.consolidation.rules import (
     ConsolidationConflict,
     UnusableAnswer,
     dropped_entry,
@@ -100,7 +100,7 @@ from memory.actions.consolidation_rules import (
     unrelated_entry,
     unrelated_reason,
 )
-from memory.actions.consolidation_subjects import (
+from memory.actions.consolidation.subjects import (
     named_apart,
     named_apart_reason,
     subject_names,
@@ -139,7 +139,7 @@ logger = logging.getLogger(__name__)
 # wrote 3,000 tokens at 9 a second). Cut there, it is not JSON: unusable, nothing changes.
 ANSWER_MAX_TOKENS = 2000
 STALE_ATTEMPTS = 2
-# Why the model was not asked (memory/actions/consolidation_prompt.py, consolidation_requests).
+# Why the model was not asked (memory/actions/consolidation/prompt.py, consolidation_requests).
 NOTHING_TO_ASK = (
     "nothing it could change: no two entries of one subject (in memory, not all the "
     "user's), nor one with a fact"
@@ -321,7 +321,7 @@ def _finish(run: ConsolidationRun, status: str, detail: str) -> None:
 
 
 def _near_duplicates_left(prepared: Prepared, outcome: _Outcome) -> list[Operation]:
-    """The model-free pass's merges of near-duplicates (memory/actions/consolidation_rules.py)
+    """The model-free pass's merges of near-duplicates (memory/actions/consolidation/rules.py)
     among the entries the model's applied operations left alone: what text statistics can
     tell is one subject is merged even when a small model missed it. Only beside a usable
     answer (an unusable one changes nothing), and checked like the model's. Words alone
@@ -415,7 +415,7 @@ def _summary_keeping_entries(
     operation: Operation, topics: dict[int, Topic]
 ) -> tuple[Operation, str]:
     """A model's merge whose summary keeps too little of what one of its entries said
-    (``KEPT_TERMS_SHARE`` of memory/actions/consolidation_rules.py) takes the entries' own
+    (``KEPT_TERMS_SHARE`` of memory/actions/consolidation/rules.py) takes the entries' own
     summaries instead, joined as the model-free pass joins them (the newest's, then what the
     older ones add, behind their days), and the newest's title: the model chose what is one
     subject, the entries keep what was said. Refused (the reason) when those do not fit one

@@ -3,8 +3,8 @@ system prompt and the answer's JSON schema. One call per group: a 1.5B model sho
 group at once proposed nothing on 85 entries in 23 groups, and one group at a time
 proposed 26 operations (docs/memory.md, "Consolidation").
 
-The fact records are built in memory/actions/consolidation_facts.py; the answer is read,
-checked and applied in memory/actions/consolidation.py.
+The fact records are built in memory/actions/consolidation/facts.py; the answer is read,
+checked and applied in memory/actions/consolidation/run.py.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory.actions.consolidation_rules import entry_text, may_share_subject, subject_groups
-from memory.actions.consolidation_subjects import join_groups
-from memory.drift.textstats import subject_overlap
+from memory.actions.consolidation.rules import entry_text, may_share_subject, subject_groups
+from memory.actions.consolidation.subjects import join_groups
 from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens
 from memory.stores.consolidation import ConsolidationEntry
+from memory.text.stats import subject_overlap
 
 # What the model is shown: each summary clipped, and the newest groups whose entries fit this
 # many tokens, all the calls together.
@@ -128,9 +128,9 @@ def consolidation_request(*, facts: bool) -> tuple[str, dict]:
 def candidate_groups(
     entries: list[ConsolidationEntry], names: Mapping[int, str] | None = None
 ) -> list[list[ConsolidationEntry]]:
-    """The entries that may share a subject, in groups (memory/actions/
-    consolidation_rules.py ``subject_groups``, joined with those whose subject ``names``
-    are the same: memory/actions/consolidation_subjects.py), and each other entry alone (it
+    """The entries that may share a subject, in groups (memory/actions/consolidation/
+    rules.py ``subject_groups``, joined with those whose subject ``names`` are the same:
+    memory/actions/consolidation/subjects.py), and each other entry alone (it
     may have made a fact stale: :func:`consolidation_requests` asks about it only then).
     The model only ever picks among a few neighbours this way; a small one, shown the whole
     block, names entries of different subjects together. A deprecated entry groups by its
@@ -148,7 +148,7 @@ def candidate_groups(
 
 def _related_facts(texts: list[str], facts: dict[str, Any]) -> list[str]:
     """The keys of ``facts`` that share their subject with one of ``texts`` (the rule of
-    memory/actions/consolidation_rules.py)."""
+    memory/actions/consolidation/rules.py)."""
     return [
         key
         for key, value in facts.items()
@@ -178,7 +178,7 @@ def consolidation_requests(
 ) -> list[ConsolidationRequest]:
     """A call per group, for the newest groups whose entries fit ``INPUT_TOKEN_BUDGET``
     together, oldest first. Each shows the ``facts`` (key: value) related to its entries,
-    as their ``fact_records`` (memory/actions/consolidation_facts.py), and only those: a
+    as their ``fact_records`` (memory/actions/consolidation/facts.py), and only those: a
     small model told of facts it has no reason to touch invents changes to them. A group
     in which no operation could apply is not asked (:func:`_may_change`; ``changeable``:
     the keys of the facts the consolidator may change), so neither is an entry alone that

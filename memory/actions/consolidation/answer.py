@@ -1,5 +1,5 @@
 """Reading a consolidation answer: the model's proposal as operations, each checked on its
-own as the user's input would be (memory/actions/consolidation.py applies them).
+own as the user's input would be (memory/actions/consolidation/run.py applies them).
 
 A consolidation asks one call per group, and reads each answer against what its call showed
 (:func:`parse_call_answers`): a call sees only its group's entries and the facts of their
@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.actions.consolidation_facts import FactOperation, parse_fact_operation
-from memory.actions.consolidation_rules import UnusableAnswer
+from memory.actions.consolidation.facts import FactOperation, parse_fact_operation
+from memory.actions.consolidation.rules import UnusableAnswer
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line
 from memory.lib.validation import check_summary, check_topic_title
