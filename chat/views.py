@@ -21,6 +21,7 @@ from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
 from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
 from memory.actions.portability import export_memory
+from memory.actions.sessions import do_start_session
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
 from memory.lib.text import UNTITLED_SESSION
@@ -110,7 +111,7 @@ def start_session(request):
     if not agent_id.isdigit():
         raise Http404("no such agent")
     agent = get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
-    session = Session.objects.start(user=request.user, agent=agent)
+    session = do_start_session(user=request.user, agent=agent)
     return redirect("chat", session_id=session.pk)
 
 

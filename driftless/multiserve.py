@@ -45,7 +45,7 @@ STOP_SECONDS = DRAIN_SECONDS + 7  # after which a process that has not exited is
 
 class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame) -> None:
-        from memory.stores.leases import stop_accepting_turns
+        from memory.actions.serving import stop_accepting_turns
 
         stop_accepting_turns()
         super().handle_exit(sig, frame)
@@ -79,7 +79,7 @@ def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
         timeout_graceful_shutdown=int(DRAIN_SECONDS),
     )
     _Server(config).run(sockets=[listening_socket(host, port)])
-    from memory.stores.leases import interrupt_running_turns
+    from memory.actions.serving import interrupt_running_turns
 
     interrupted = interrupt_running_turns()
     if interrupted:

@@ -40,7 +40,7 @@ class GracefulServer(Server):
         self._stopping = False
 
     def run(self) -> None:
-        from memory.actions.scheduling import start_sweeper
+        from memory.actions.serving import start_sweeper
 
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
@@ -48,7 +48,7 @@ class GracefulServer(Server):
         super().run()
 
     def _on_signal(self, signum, frame) -> None:
-        from memory.stores.leases import stop_accepting_turns
+        from memory.actions.serving import stop_accepting_turns
 
         if self._stopping:
             return
@@ -79,18 +79,12 @@ class GracefulServer(Server):
     def _drain_and_exit(self) -> None:
         from django.db import connections
 
-        from memory.stores.leases import (
-            TURN_LEASE_PREFIX,
-            held_by_this_process,
-            interrupt_running_turns,
-        )
+        from memory.actions.serving import interrupt_running_turns, turns_in_flight
 
         code = 0
         try:
             deadline = time.monotonic() + DRAIN_SECONDS
-            while time.monotonic() < deadline and (
-                held_by_this_process(TURN_LEASE_PREFIX) or self._answering()
-            ):
+            while time.monotonic() < deadline and (turns_in_flight() or self._answering()):
                 time.sleep(0.1)
             interrupted = interrupt_running_turns()
             time.sleep(FLUSH_SECONDS)  # the last answers leave the socket buffers

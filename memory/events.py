@@ -264,6 +264,23 @@ class TopicDeleted(TypedDict):
     topic_id: int
 
 
+class SessionUpdated(TypedDict):
+    """The session was renamed (an empty ``title``: it shows its active topic's title)."""
+
+    type: Literal["session.updated"]
+    session_id: int
+    title: str
+
+
+class FactChanged(TypedDict):
+    """A durable fact of the session's scope was set (``removed`` false) or removed, as
+    ``key`` is stored; read the facts again for its value and provenance."""
+
+    type: Literal["fact.changed"]
+    key: str
+    removed: bool
+
+
 class SessionDeleted(TypedDict):
     """The session was deleted; the server closes the socket after sending this."""
 
@@ -290,6 +307,8 @@ Event = (
     | TopicCreated
     | TopicUpdated
     | TopicDeleted
+    | SessionUpdated
+    | FactChanged
     | SessionDeleted
     | ErrorEvent
 )
@@ -345,6 +364,14 @@ def topic_updated(
 
 def topic_deleted(topic_id: int) -> TopicDeleted:
     return {"type": "topic.deleted", "topic_id": topic_id}
+
+
+def session_updated(*, session_id: int, title: str) -> SessionUpdated:
+    return {"type": "session.updated", "session_id": session_id, "title": title}
+
+
+def fact_changed(*, key: str, removed: bool) -> FactChanged:
+    return {"type": "fact.changed", "key": key, "removed": removed}
 
 
 def session_deleted(session_id: int) -> SessionDeleted:

@@ -29,17 +29,17 @@ from chat.api.serializers import (
 )
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
 from memory.actions.curation import do_user_curation
+from memory.actions.facts import (
+    check_fact_value,
+    do_set_fact,
+    do_unset_fact,
+    read_fact,
+    read_facts_with_provenance,
+)
 from memory.events import topic_payload
 from memory.lib.text import DEPRECATED_PREFIX
 from memory.models import Agent, ConsolidationRun, FactActor, MemoryDecision, MemoryState
 from memory.stores.consolidation import Scope
-from memory.stores.facts import (
-    check_fact_value,
-    read_fact,
-    read_facts_with_provenance,
-    set_fact,
-    unset_fact,
-)
 from memory.stores.memory_sources import (
     EntrySource,
     TopicRef,
@@ -197,11 +197,10 @@ def session_fact(request: Request, session_id: int, key: str) -> Response:
     the user's: the agent cannot overwrite or remove them. A key is one line of visible
     characters, normalized, and may not look like another key (docs/limits.md)."""
     session = owned_session_or_404(request.user, session_id)
-    scope = {"user": session.user, "agent": session.agent}
     if request.method == "GET":
         return _fact_detail(session, key)
     if request.method == "DELETE":
-        if not unset_fact(**scope, key=key, actor=FactActor.USER, by=request.user):
+        if not do_unset_fact(session=session, key=key, actor=FactActor.USER, by=request.user):
             return Response(
                 {"detail": f"there is no fact named {key!r}"}, status=status.HTTP_404_NOT_FOUND
             )
@@ -209,8 +208,8 @@ def session_fact(request: Request, session_id: int, key: str) -> Response:
     form = FactValueSerializer(data=request.data)
     form.is_valid(raise_exception=True)
     # A refused key or value is a 400 naming the field (chat/api/errors.py).
-    set_fact(
-        **scope,
+    do_set_fact(
+        session=session,
         key=key,
         value=form.validated_data["value"],
         actor=FactActor.USER,

@@ -12,9 +12,9 @@ from dataclasses import asdict
 from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from chat.api.scoping import owned_session_or_404, owned_topic_or_404
 from chat.api.serializers import (
@@ -37,6 +37,7 @@ from chat.api.serializers import (
 )
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
+from memory.actions.sessions import do_rename_session, do_start_session
 from memory.actions.topics import do_new_topic
 from memory.actions.turn import (
     TurnResult,
@@ -73,199 +74,203 @@ def _turn_responses(
     }
 
 
-class AgentList(APIView):
-    @extend_schema(responses=AgentSerializer(many=True), summary="The agents you may talk to")
-    def get(self, request: Request) -> Response:
-        agents = Agent.objects.usable_by(request.user).select_related("organization")
-        return Response(AgentSerializer(agents, many=True).data)
+@extend_schema(responses=AgentSerializer(many=True), summary="The agents you may talk to")
+@api_view(["GET"])
+def agent_list(request: Request) -> Response:
+    agents = Agent.objects.usable_by(request.user).select_related("organization")
+    return Response(AgentSerializer(agents, many=True).data)
 
 
-class SessionList(APIView):
-    @extend_schema(responses=SessionSerializer(many=True), summary="Your sessions, latest first")
-    def get(self, request: Request) -> Response:
+@extend_schema(
+    methods=["GET"],
+    responses=SessionSerializer(many=True),
+    summary="Your sessions, latest first",
+)
+@extend_schema(
+    methods=["POST"],
+    request=StartSessionSerializer,
+    responses={201: SessionDetailSerializer},
+    summary="Start a session with one of your agents",
+)
+@api_view(["GET", "POST"])
+def session_list(request: Request) -> Response:
+    if request.method == "GET":
         sessions = Session.objects.owned_by(request.user).select_related("agent")
         return Response(SessionSerializer(sessions, many=True).data)
-
-    @extend_schema(
-        request=StartSessionSerializer,
-        responses={201: SessionDetailSerializer},
-        summary="Start a session with one of your agents",
+    form = StartSessionSerializer(data=request.data, user=request.user)
+    form.is_valid(raise_exception=True)
+    session = do_start_session(
+        user=request.user,
+        agent=form.validated_data["agent"],
+        title=form.validated_data["title"],
     )
-    def post(self, request: Request) -> Response:
-        form = StartSessionSerializer(data=request.data, user=request.user)
-        form.is_valid(raise_exception=True)
-        session = Session.objects.start(
-            user=request.user,
-            agent=form.validated_data["agent"],
-            title=form.validated_data["title"],
-        )
-        return Response(_session_detail(session), status=status.HTTP_201_CREATED)
+    return Response(_session_detail(session), status=status.HTTP_201_CREATED)
 
 
-class SessionDetail(APIView):
-    @extend_schema(
-        responses={200: SessionDetailSerializer, 404: _NOT_FOUND},
-        summary="A session, with its active topic and token usage",
-    )
-    def get(self, request: Request, session_id: int) -> Response:
-        return Response(_session_detail(owned_session_or_404(request.user, session_id)))
-
-    @extend_schema(
-        request=RenameSessionSerializer,
-        responses={200: SessionDetailSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
-        summary="Rename a session (an empty title goes back to the active topic's)",
-    )
-    def patch(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        form = RenameSessionSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        Session.objects.filter(pk=session.pk).update(title=form.validated_data["title"])
+@extend_schema(
+    methods=["GET"],
+    responses={200: SessionDetailSerializer, 404: _NOT_FOUND},
+    summary="A session, with its active topic and token usage",
+)
+@extend_schema(
+    methods=["PATCH"],
+    request=RenameSessionSerializer,
+    responses={200: SessionDetailSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
+    summary="Rename a session (an empty title goes back to the active topic's)",
+)
+@extend_schema(
+    methods=["DELETE"],
+    responses={204: _DELETED, 404: _NOT_FOUND, 409: _BUSY},
+    summary="Delete a session permanently: its topics, messages and notes, and its "
+    "topics leave memory (an audit row without the content remains)",
+)
+@api_view(["GET", "PATCH", "DELETE"])
+def session_detail(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    if request.method == "GET":
         return Response(_session_detail(session))
-
-    @extend_schema(
-        responses={204: _DELETED, 404: _NOT_FOUND, 409: _BUSY},
-        summary="Delete a session permanently: its topics, messages and notes, and its "
-        "topics leave memory (an audit row without the content remains)",
-    )
-    def delete(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
+    if request.method == "DELETE":
         do_delete_session(session=session, deleted_by=request.user, via=Deletion.Via.USER)
         return Response(status=status.HTTP_204_NO_CONTENT)
+    form = RenameSessionSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    do_rename_session(session=session, title=form.validated_data["title"])
+    return Response(_session_detail(session))
 
 
-class SessionMessages(APIView):
-    @extend_schema(
-        request=SendMessageSerializer,
-        responses=_turn_responses(text=True, failed="The model failed; the message is kept."),
-        summary="Send a message and get the whole reply (no streaming)",
+@extend_schema(
+    request=SendMessageSerializer,
+    responses=_turn_responses(text=True, failed="The model failed; the message is kept."),
+    summary="Send a message and get the whole reply (no streaming)",
+)
+@api_view(["POST"])
+def session_messages(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    form = SendMessageSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    result = do_send_message(session=session, content=form.validated_data["content"])
+    return _turn_response(result)
+
+
+@extend_schema(
+    request=None,
+    responses=_turn_responses(
+        conflict="A reply is still being generated, or the topic does not end with a "
+        "reply (`nothing_to_regenerate`)."
+    ),
+    summary="Replace the last reply with a new one (the socket's turn.regenerate)",
+)
+@api_view(["POST"])
+def regenerate_reply(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    return _turn_response(do_regenerate_turn(session=session))
+
+
+@extend_schema(
+    request=EditMessageSerializer,
+    responses=_turn_responses(
+        conflict="A reply is still being generated, or the message is not your last one "
+        "in the active topic (`nothing_to_edit`).",
+        text=True,
+    ),
+    summary="Edit and resend your last message (the socket's message.edit)",
+)
+@api_view(["POST"])
+def edit_last_message(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    form = EditMessageSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    result = do_edit_turn(
+        session=session,
+        message_id=form.validated_data["message_id"],
+        content=form.validated_data["content"],
     )
-    def post(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        form = SendMessageSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        result = do_send_message(session=session, content=form.validated_data["content"])
-        return _turn_response(result)
+    return _turn_response(result)
 
 
-class RegenerateReply(APIView):
-    @extend_schema(
-        request=None,
-        responses=_turn_responses(
-            conflict="A reply is still being generated, or the topic does not end with a "
-            "reply (`nothing_to_regenerate`)."
-        ),
-        summary="Replace the last reply with a new one (the socket's turn.regenerate)",
-    )
-    def post(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        return _turn_response(do_regenerate_turn(session=session))
+@extend_schema(
+    request=None,
+    responses={202: StopSerializer, 404: _NOT_FOUND},
+    summary="Stop the reply being written (the socket's turn.cancel)",
+    description="The running turn stops within a moment and stores what had streamed "
+    "as its reply, marked `stopped`; with no turn running nothing happens.",
+)
+@api_view(["POST"])
+def stop_turn(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    running = do_stop_turn(session=session)
+    return Response({"running": running}, status=status.HTTP_202_ACCEPTED)
 
 
-class EditLastMessage(APIView):
-    @extend_schema(
-        request=EditMessageSerializer,
-        responses=_turn_responses(
-            conflict="A reply is still being generated, or the message is not your last one "
-            "in the active topic (`nothing_to_edit`).",
-            text=True,
-        ),
-        summary="Edit and resend your last message (the socket's message.edit)",
-    )
-    def post(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        form = EditMessageSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        result = do_edit_turn(
-            session=session,
-            message_id=form.validated_data["message_id"],
-            content=form.validated_data["content"],
-        )
-        return _turn_response(result)
-
-
-class StopTurn(APIView):
-    @extend_schema(
-        request=None,
-        responses={202: StopSerializer, 404: _NOT_FOUND},
-        summary="Stop the reply being written (the socket's turn.cancel)",
-        description="The running turn stops within a moment and stores what had streamed "
-        "as its reply, marked `stopped`; with no turn running nothing happens.",
-    )
-    def post(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        running = do_stop_turn(session=session)
-        return Response({"running": running}, status=status.HTTP_202_ACCEPTED)
-
-
-class SessionTopics(APIView):
-    @extend_schema(responses={200: TopicSerializer(many=True), 404: _NOT_FOUND})
-    def get(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
+@extend_schema(methods=["GET"], responses={200: TopicSerializer(many=True), 404: _NOT_FOUND})
+@extend_schema(
+    methods=["POST"],
+    request=None,
+    responses={201: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY, 503: _STOPPING},
+    summary="Start a new topic (the active one is summarized first)",
+)
+@api_view(["GET", "POST"])
+def session_topics(request: Request, session_id: int) -> Response:
+    session = owned_session_or_404(request.user, session_id)
+    if request.method == "GET":
         topics = session.topics.order_by("created_at", "pk")
         return Response([topic_payload(topic) for topic in topics])
-
-    @extend_schema(
-        request=None,
-        responses={201: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY, 503: _STOPPING},
-        summary="Start a new topic (the active one is summarized first)",
-    )
-    def post(self, request: Request, session_id: int) -> Response:
-        session = owned_session_or_404(request.user, session_id)
-        topic = do_new_topic(session=session)
-        return Response(topic_payload(topic), status=status.HTTP_201_CREATED)
+    topic = do_new_topic(session=session)
+    return Response(topic_payload(topic), status=status.HTTP_201_CREATED)
 
 
-class TopicDetail(APIView):
-    @extend_schema(responses={200: TopicSerializer, 404: _NOT_FOUND}, summary="A topic")
-    def get(self, request: Request, topic_id: int) -> Response:
-        return Response(topic_payload(owned_topic_or_404(request.user, topic_id)))
-
-    @extend_schema(
-        request=TopicEditSerializer,
-        responses={200: TopicSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
-        summary="Correct a topic's title and/or summary (kept until the topic has a new "
-        "message; the next summary builds on it)",
-    )
-    def patch(self, request: Request, topic_id: int) -> Response:
-        topic = owned_topic_or_404(request.user, topic_id)
-        form = TopicEditSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        do_user_edit_topic(topic=topic, user=request.user, **form.validated_data)
-        topic.refresh_from_db()
+@extend_schema(
+    methods=["GET"], responses={200: TopicSerializer, 404: _NOT_FOUND}, summary="A topic"
+)
+@extend_schema(
+    methods=["PATCH"],
+    request=TopicEditSerializer,
+    responses={200: TopicSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
+    summary="Correct a topic's title and/or summary (kept until the topic has a new "
+    "message; the next summary builds on it)",
+)
+@extend_schema(
+    methods=["DELETE"],
+    request=None,
+    responses={204: _DELETED, 404: _NOT_FOUND, 409: DetailSerializer},
+    summary="Delete a topic permanently (not the active one); it leaves memory",
+)
+@api_view(["GET", "PATCH", "DELETE"])
+def topic_detail(request: Request, topic_id: int) -> Response:
+    topic = owned_topic_or_404(request.user, topic_id)
+    if request.method == "GET":
         return Response(topic_payload(topic))
-
-    @extend_schema(
-        request=None,
-        responses={204: _DELETED, 404: _NOT_FOUND, 409: DetailSerializer},
-        summary="Delete a topic permanently (not the active one); it leaves memory",
-    )
-    def delete(self, request: Request, topic_id: int) -> Response:
-        topic = owned_topic_or_404(request.user, topic_id)
+    if request.method == "DELETE":
         do_delete_topic(topic=topic, deleted_by=request.user, via=Deletion.Via.USER)
         return Response(status=status.HTTP_204_NO_CONTENT)
+    form = TopicEditSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    do_user_edit_topic(topic=topic, user=request.user, **form.validated_data)
+    topic.refresh_from_db()
+    return Response(topic_payload(topic))
 
 
-class TopicMessages(APIView):
-    @extend_schema(
-        parameters=[MessagePageSerializer],
-        responses={
-            200: MessageSerializer(many=True),
-            400: OpenApiResponse(description="`before` or `limit` is not a positive integer."),
-            404: _NOT_FOUND,
-        },
-        summary="A topic's latest messages, oldest first, tool activity and error records included",
-        description=(
-            "At most `limit` messages (default and the chat page's first view: "
-            f"{MESSAGE_PAGE_SIZE}), the latest ones, oldest first. To read further back, ask "
-            "again with `before` set to the `seq` of the first message you have; fewer than "
-            "`limit` messages in an answer means there are no earlier ones."
-        ),
-    )
-    def get(self, request: Request, topic_id: int) -> Response:
-        topic = owned_topic_or_404(request.user, topic_id)
-        page = MessagePageSerializer(data=request.query_params)
-        page.is_valid(raise_exception=True)
-        return Response(message_payloads(topic_page(topic, **page.validated_data)))
+@extend_schema(
+    parameters=[MessagePageSerializer],
+    responses={
+        200: MessageSerializer(many=True),
+        400: OpenApiResponse(description="`before` or `limit` is not a positive integer."),
+        404: _NOT_FOUND,
+    },
+    summary="A topic's latest messages, oldest first, tool activity and error records included",
+    description=(
+        "At most `limit` messages (default and the chat page's first view: "
+        f"{MESSAGE_PAGE_SIZE}), the latest ones, oldest first. To read further back, ask "
+        "again with `before` set to the `seq` of the first message you have; fewer than "
+        "`limit` messages in an answer means there are no earlier ones."
+    ),
+)
+@api_view(["GET"])
+def topic_messages(request: Request, topic_id: int) -> Response:
+    topic = owned_topic_or_404(request.user, topic_id)
+    page = MessagePageSerializer(data=request.query_params)
+    page.is_valid(raise_exception=True)
+    return Response(message_payloads(topic_page(topic, **page.validated_data)))
 
 
 def _session_detail(session: Session) -> dict:
@@ -301,18 +306,14 @@ def _turn_response(result: TurnResult) -> Response:
 
 
 urlpatterns = [
-    path("agents/", AgentList.as_view(), name="api-agents"),
-    path("sessions/", SessionList.as_view(), name="api-sessions"),
-    path("sessions/<int:session_id>/", SessionDetail.as_view(), name="api-session"),
-    path("sessions/<int:session_id>/messages", SessionMessages.as_view(), name="api-messages"),
-    path("sessions/<int:session_id>/cancel", StopTurn.as_view(), name="api-turn-cancel"),
-    path("sessions/<int:session_id>/edit", EditLastMessage.as_view(), name="api-message-edit"),
-    path(
-        "sessions/<int:session_id>/regenerate",
-        RegenerateReply.as_view(),
-        name="api-turn-regenerate",
-    ),
-    path("sessions/<int:session_id>/topics/", SessionTopics.as_view(), name="api-topics"),
-    path("topics/<int:topic_id>", TopicDetail.as_view(), name="api-topic"),
-    path("topics/<int:topic_id>/messages", TopicMessages.as_view(), name="api-topic-messages"),
+    path("agents/", agent_list, name="api-agents"),
+    path("sessions/", session_list, name="api-sessions"),
+    path("sessions/<int:session_id>/", session_detail, name="api-session"),
+    path("sessions/<int:session_id>/messages", session_messages, name="api-messages"),
+    path("sessions/<int:session_id>/cancel", stop_turn, name="api-turn-cancel"),
+    path("sessions/<int:session_id>/edit", edit_last_message, name="api-message-edit"),
+    path("sessions/<int:session_id>/regenerate", regenerate_reply, name="api-turn-regenerate"),
+    path("sessions/<int:session_id>/topics/", session_topics, name="api-topics"),
+    path("topics/<int:topic_id>", topic_detail, name="api-topic"),
+    path("topics/<int:topic_id>/messages", topic_messages, name="api-topic-messages"),
 ]
