@@ -333,8 +333,8 @@ def replay(*, block: int, script, provider: Provider, name: str, incremental: bo
     from memory.models import Topic
 
     pending: list[tuple[int, str]] = []
-    memory.actions.scheduling._start_in_background = lambda *, session_id, reason, **_: (
-        pending.append((session_id, reason))
+    memory.actions.scheduling.set_background_starter(
+        lambda *, session_id, reason, **_: pending.append((session_id, reason))
     )
     memory.actions.context.ACTIVE_WINDOW_BLOCK = block
     settings.SUMMARY_INCREMENTAL = incremental

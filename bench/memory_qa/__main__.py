@@ -192,7 +192,7 @@ def install_recorder(ledger: Ledger, pending: list) -> None:
 
     for module in (memory.actions.turn, memory.actions.summarize, memory.drift.llm):
         module.get_chat_model = recorded
-    memory.actions.scheduling._start_in_background = lambda **kwargs: pending.append(kwargs)
+    memory.actions.scheduling.set_background_starter(lambda **kwargs: pending.append(kwargs))
 
 
 def drain(pending: list) -> list[str]:
