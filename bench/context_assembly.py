@@ -32,10 +32,8 @@ import sys
 import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
+from bench.common import reachable, setup_django
 
 SIZES = (100, 1_000, 10_000, 100_000)
 MESSAGES_PER_TOPIC = 20
@@ -69,10 +67,9 @@ def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
     else:
         os.environ.pop("REDIS_URL", None)
 
-    import django
+    setup_django()
     from django.conf import settings
 
-    django.setup()
     settings.CACHES["default"]["KEY_PREFIX"] = f"bench{os.getpid()}"
     database = "PostgreSQL" if pg_name else "SQLite"
     cache = "Redis" if os.environ.get("REDIS_URL") else "in-process"

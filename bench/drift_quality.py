@@ -45,9 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from memory.drift.detectors import (  # noqa: E402  (needs the sys.path line above)
+from memory.drift.detectors import (
     EXCHANGE_THRESHOLD,
     DriftDetector,
     LexicalDetector,

@@ -48,14 +48,14 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.common import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DATA = [
     ROOT / "bench" / "data" / "product-tune.jsonl",
@@ -396,9 +396,7 @@ def main() -> int:
     started = time.perf_counter()
     fake = None
     try:
-        import django
-
-        django.setup()
+        setup_django()
         from django.conf import settings
         from django.core.management import call_command
 

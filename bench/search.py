@@ -28,10 +28,8 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
+from bench.common import reachable, setup_django
 
 TARGET_P95_MS = 200.0
 MESSAGES_PER_TOPIC = 20
@@ -59,9 +57,7 @@ def configure() -> str:
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
-    import django
-
-    django.setup()
+    setup_django()
     return name
 
 

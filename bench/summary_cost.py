@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
+from bench.common import embedded_django
 
 SENTENCES = [
     "We compared the storage options for the billing ledger again.",

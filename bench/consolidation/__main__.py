@@ -58,8 +58,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
+from bench.common import embedded_django
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 TARGET_SHARE = 0.10

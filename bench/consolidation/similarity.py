@@ -38,15 +38,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memory.actions.consolidation_rules import (  # noqa: E402  (needs the sys.path line above)
+from memory.actions.consolidation_rules import (
     MIN_SHARED_TERMS,
     NEAR_DUPLICATE_THRESHOLD,
     ONE_TERM_THRESHOLD,
     SAME_SUBJECT_THRESHOLD,
     entry_text,
 )
-from memory.drift.textstats import subject_overlap  # noqa: E402
+from memory.drift.textstats import subject_overlap
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]

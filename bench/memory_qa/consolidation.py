@@ -31,14 +31,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import load_histories, score_reply  # noqa: E402
+from bench.memory_qa import harness as memory_qa
+from bench.memory_qa.data import load_histories, score_reply
 
 LANES = ("off", "on")
 UPDATE_RATIO = 1.2

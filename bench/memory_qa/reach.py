@@ -35,16 +35,10 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import contains, normalize  # noqa: E402
+from bench.memory_qa import harness as memory_qa
+from bench.memory_qa.data import contains, normalize
 
 CHECKS = ("prompt", "recalled", "retrieval")
 EVIDENCE = ("evidence", "ev_prompt", "ev_retrieval")

@@ -48,11 +48,8 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from real_model_measures import (  # noqa: E402
+from bench.common import setup_django
+from bench.real_model.measures import (
     DRIFT_IDS,
     print_cache,
     print_drift,
@@ -61,7 +58,9 @@ from real_model_measures import (  # noqa: E402
     run_drift,
     run_summaries,
 )
-from real_model_proxy import RecordingProxy  # noqa: E402
+from bench.real_model.proxy import RecordingProxy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ANSWERED_TARGET = 0.8
 STOP_MARK = "[Stopped:"
@@ -149,14 +148,9 @@ def product_env(workdir: Path, base_url: str) -> dict[str, str]:
     return env
 
 
-def setup_django(env: dict[str, str]) -> None:
+def configure_django(env: dict[str, str]) -> None:
     os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_django(migrate=True)
 
 
 def make_user() -> tuple[object, object, str]:
@@ -521,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"bench": "real_model", "endpoint_model": env["DRIFTLESS_MODEL"]}
     misses: list[str] = []
     try:
-        setup_django(env)
+        configure_django(env)
         if "day" in parts:
             summary["day"] = day_part(env, workdir, proxy, args.turns)
             print_day(summary["day"])
