@@ -260,11 +260,14 @@ def main() -> int:
             cache.delete_pattern("*")
     finally:
         drop_database(pg_name, sqlite_dir)
-
-    print(
-        f"context assembly ({label}; {args.repeat} warm turns per size, "
-        f"{time.perf_counter() - started:.0f} s in all)"
+    return print_report(
+        rows, label=label, repeat=args.repeat, seconds=time.perf_counter() - started
     )
+
+
+def print_report(rows: list[dict], *, label: str, repeat: int, seconds: float) -> int:
+    """The table and the last JSON line; 0 when the assembly time holds, else 1."""
+    print(f"context assembly ({label}; {repeat} warm turns per size, {seconds:.0f} s in all)")
     header = (
         "messages",
         "topics",

@@ -538,11 +538,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("baseline:")
     print_tallies("language", base_lang)
     print_tallies("kind", base_kind)
+    print(json.dumps(summary_of(args, detector.name, (scores, base), by_lang, by_kind, base_lang)))
+    return 0
+
+
+def summary_of(args, detector: str, scored: tuple, by_lang: dict, by_kind: dict, base_lang: dict):
+    """The last JSON line: the detector's scores and the baseline's, and the switches found."""
+    scores, base = scored
     switches = sum(t.switches for t in by_lang.values())
     summary = {
         "bench": "drift_quality",
         "data": args.data,
-        "detector": detector.name,
+        "detector": detector,
         "interval": args.interval,
         "replies": args.replies,
         "pk": round(scores.pk, 4),
@@ -561,8 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scores.coherent:
         summary["false_forks_per_coherent"] = round(scores.false_forks, 3)
         summary["baseline"]["false_forks_per_coherent"] = round(base.false_forks, 3)
-    print(json.dumps(summary))
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

@@ -426,13 +426,17 @@ def main() -> int:
         if fake is not None:
             fake.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    return print_report(args, replies, results, whole, ACTIVE_WINDOW_BLOCK, seconds)
 
+
+def print_report(args, replies: dict, results: list[dict], whole: dict, block: int, seconds):
+    """The table and the last JSON line; ``block`` is the product's window block."""
     words = [len(reply.split()) for reply in replies.values()]
     print(
         f"prompt cache: {args.turns} turns over {len(SUBJECTS)} subjects, replies of "
         f"{min(words)}–{max(words)} words (mean {sum(words) / len(words):.0f}); cache from "
-        f"{CACHE_MIN_TOKENS} tokens in {CACHE_STEP_TOKENS}-token steps; "
-        f"{time.perf_counter() - started:.0f} s"
+        f"{CACHE_MIN_TOKENS} tokens in {CACHE_STEP_TOKENS}-token steps; {seconds:.0f} s"
     )
     header = (
         "window",
@@ -476,7 +480,7 @@ def main() -> int:
         "the heartbeat's and the forks' summary calls. (a): summaries re-sending the whole "
         "history every refresh (SUMMARY_INCREMENTAL=false), the summaries' baseline."
     )
-    product = next((row for row in results if row["block"] == ACTIVE_WINDOW_BLOCK), results[-1])
+    product = next((row for row in results if row["block"] == block), results[-1])
     strict = next((row for row in results if row["block"] == 1), None)
     print(
         json.dumps(

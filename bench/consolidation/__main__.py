@@ -60,7 +60,7 @@ from pathlib import Path
 
 from bench.common import embedded_django
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "consolidation-scope.jsonl"
 TARGET_SHARE = 0.10
 REAL_TIMEOUT_SECONDS = 900.0
 
@@ -267,11 +267,18 @@ def run(args) -> dict:
         clear_client_cache()
         if fake is not None:
             fake.close()
+    limit = args.budget + estimate_tokens(MEMORY_HEADER) + 1
+    scopes = (without, with_, offline)
+    return _result(args, entries, reversed_ids, scopes, runs, seconds, offline_runs, limit)
+
+
+def _result(args, entries, reversed_ids, scopes, runs, seconds, offline_runs, limit) -> dict:
+    """What the run measured, the targets it checks and the fixture it grew."""
+    without, with_, offline = scopes
     result = {
         "without": without.measure(reversed_ids=reversed_ids),
         "with": with_.measure(reversed_ids=reversed_ids),
     }
-    limit = args.budget + estimate_tokens(MEMORY_HEADER) + 1
     result["runs"] = {
         "count": len(runs),
         "statuses": dict(Counter(str(run.status) for run in runs)),

@@ -47,7 +47,7 @@ from memory.actions.consolidation_rules import (
 )
 from memory.drift.textstats import subject_overlap
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]
 OFFLINE_RULE = {"min_shared": MIN_SHARED_TERMS}
 TARGETS = {"merge_recall": 0.85, "merge_specificity": 0.9, "offline_precision": 0.9}
