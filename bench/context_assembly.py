@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/context_assembly.py [--sqlite] [--repeat 40]
+    python -m bench.context_assembly [--sqlite] [--repeat 40]
 
 For 10², 10³, 10⁴ and 10⁵ messages in one (agent, user, organization) scope, spread as
 real use spreads them (sessions of five topics, about twenty messages a topic, tool

@@ -2,11 +2,11 @@
 
 Usage (from the repository root)::
 
-    python bench/drift_quality.py --data $DRIFT_DATA/tiage-dev.jsonl \
+    python -m bench.drift_quality --data $DRIFT_DATA/tiage-dev.jsonl \
         [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl] \
         [--roles auto|labelled|people]
-    python bench/drift_quality.py --fit $DRIFT_DATA/tiage-train.jsonl
-    python bench/drift_quality.py --fit-exchange bench/data/product-tune.jsonl
+    python -m bench.drift_quality --fit $DRIFT_DATA/tiage-train.jsonl
+    python -m bench.drift_quality --fit-exchange bench/data/product-tune.jsonl
 
 Scoring a detector alone on whole dialogues would flatter it: in production it
 sees only the active topic, only every ``interval`` messages, and every fork it

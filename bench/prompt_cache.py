@@ -3,7 +3,7 @@ with a strict sliding window, side by side in one run.
 
 Usage (from the repository root)::
 
-    python bench/prompt_cache.py [--turns 222] [--blocks 1,10]
+    python -m bench.prompt_cache [--turns 222] [--blocks 1,10]
 
 A long multi-subject conversation (six single-subject dialogues of ``bench/data/``, each
 replayed for ``turns / 6`` user turns, replies of 60–150 words) goes through the real turn

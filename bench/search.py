@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/search.py [--messages 200000] [--repeat 30] [--baseline-repeat 3]
+    python -m bench.search [--messages 200000] [--repeat 30] [--baseline-repeat 3]
 
 One user whose sessions hold ``--messages`` messages (bulk-created in a PostgreSQL
 database of the bench's own, dropped at the end), each about thirty words drawn from a

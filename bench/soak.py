@@ -2,7 +2,7 @@
 
 Usage (from the repository root; needs PostgreSQL on 127.0.0.1:5432 and redis-server)::
 
-    python bench/soak.py [--sessions 20] [--turns 1000] [--fail-ratio 0.1]
+    python -m bench.soak [--sessions 20] [--turns 1000] [--fail-ratio 0.1]
 
 It starts everything it needs and stops it again: a PostgreSQL database of its own, a
 private redis-server on a free port (cache, channel layer and broker), the fake

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/summary_cost.py [--messages 200 2000] [--every 10]
+    python -m bench.summary_cost [--messages 200 2000] [--every 10]
 
 A topic grows to each size with realistic messages (user and assistant turns of one to
 three sentences, a tool round every ten messages with a 3,000-character result) and is

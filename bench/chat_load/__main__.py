@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/chat_load.py [--embedded] [--clients 10] [--load-clients 100]
+    python -m bench.chat_load [--embedded] [--clients 10] [--load-clients 100]
                               [--messages 4] [--repeats 3] [--rows cpu,load]
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible

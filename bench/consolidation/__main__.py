@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python bench/consolidation.py [--sessions 100] [--every 10] [--budget 1500]
-    python bench/consolidation.py --real [--base-url URL] --sessions 40   # a real model
-    python bench/consolidation.py --offline   # also a third user: the model-free pass
+    python -m bench.consolidation [--sessions 100] [--every 10] [--budget 1500]
+    python -m bench.consolidation --real [--base-url URL] --sessions 40   # a real model
+    python -m bench.consolidation --offline   # also a third user: the model-free pass
 
 The fixture, ``bench/data/consolidation-scope.jsonl``, is one promoted memory entry a
 line, in the order the sessions made them: repeated subjects (entries sharing a ``key``:
@@ -42,7 +42,7 @@ missing than without; no merge of two subjects; with ``--offline``, the model-fr
 also leaves fewer duplicates than without, supersedes nothing, changes no curated entry,
 keeps the block within budget and misses no more subjects than without (its merges of two
 subjects are reported, not a target: text statistics alone, whose precision is
-bench/consolidation_similarity.py's). A missed target exits non-zero. It runs on a
+bench.consolidation.similarity's). A missed target exits non-zero. It runs on a
 throwaway SQLite database and the in-process cache.
 """
 

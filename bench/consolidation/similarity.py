@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/consolidation_similarity.py [--fixture bench/data/consolidation-scope.jsonl]
+    python -m bench.consolidation.similarity [--fixture bench/data/consolidation-scope.jsonl]
 
 Every pair of entries of the fixture is labelled by its ``key``: the same key is one
 subject. The keys, sorted, are split by parity: the even ones are the tune half, the odd

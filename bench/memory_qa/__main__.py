@@ -2,10 +2,10 @@
 
 Usage (from the repository root)::
 
-    python bench/memory_qa.py --data bench/data/memory-qa-test.jsonl \
+    python -m bench.memory_qa --data bench/data/memory-qa-test.jsonl \
         [--histories N] [--questions-per-history N] [--limit N] [--systems ...] \
         [--ingest model|offline] [--full-max-tokens 6000] [--out replies.jsonl]
-    python bench/memory_qa.py --locomo PATH/locomo10.json --conversations 2 \
+    python -m bench.memory_qa --locomo PATH/locomo10.json --conversations 2 \
         --categories 1,2,3,4 [--questions-per-history 20]
 
 Each history is replayed through the product as it is used: one session per history

@@ -2,11 +2,11 @@
 
 Usage (from the repository root)::
 
-    python bench/memory_qa_reach.py --data bench/data/memory-qa-tune.jsonl [--ids a,b]
-    python bench/memory_qa_reach.py --locomo PATH/locomo10.json [--conversations 2]
+    python -m bench.memory_qa.reach --data bench/data/memory-qa-tune.jsonl [--ids a,b]
+    python -m bench.memory_qa.reach --locomo PATH/locomo10.json [--conversations 2]
 
 Each history is replayed through the product with the offline model, as
-``bench/memory_qa.py --ingest offline`` does (so nothing is promoted and the past reaches
+``bench.memory_qa --ingest offline`` does (so nothing is promoted and the past reaches
 the agent through recall). Then, for every question but ``abstain`` ones, a new session of
 the history's scope is opened with the question as its user message and its context
 assembled as a turn would send it (memory/actions/context.py). Three things are checked:

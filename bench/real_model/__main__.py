@@ -3,12 +3,12 @@
 Usage (from the repository root; a model served at OPENAI_BASE_URL, e.g. the local lane
 of docs/local-model.md; one request at a time, so serialize runs that share it)::
 
-    OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python bench/real_model.py \
+    OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python -m bench.real_model \
         [--parts day,drift,summary,cache] [--turns 27] [--drift-ids ID,...] [--cache-turns 10]
 
 Everything runs as `make run` runs it (the embedded mode: SQLite in a temporary
 directory, tasks in the server process) against the endpoint, through a recording
-pass-through (bench/real_model_proxy.py) that notes every call the product makes.
+pass-through (bench.real_model.proxy) that notes every call the product makes.
 
 * ``day``: over REST, a scripted day (:data:`DAY`): facts to remember (``/remember``),
   a ``/note``, three subjects, a code question, a question that needs a tool, small talk;

@@ -1,4 +1,4 @@
-"""The drift and time-to-first-token parts of bench/real_model.py (see its docstring)."""
+"""The drift and time-to-first-token parts of bench.real_model (see its docstring)."""
 
 from __future__ import annotations
 
