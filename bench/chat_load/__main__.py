@@ -383,7 +383,9 @@ async def measure_server(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chat_load", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--embedded", action="store_true", help="SQLite, one process only")
     parser.add_argument("--clients", type=int, default=10, help="clients of the CPU rows")
     parser.add_argument("--load-clients", type=int, default=100, help="clients of the load row")

@@ -449,7 +449,9 @@ def report(result: dict, *, mode: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.consolidation", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--every", type=int, default=10, help="consolidate every N sessions")
     parser.add_argument("--budget", type=int, default=1500, help="the memory token budget")

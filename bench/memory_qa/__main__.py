@@ -220,7 +220,9 @@ def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dic
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.memory_qa", description=__doc__.splitlines()[0]
+    )
     add_source_arguments(parser)
     parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
     parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")

@@ -486,7 +486,9 @@ def day_part(env: dict[str, str], workdir: Path, proxy: RecordingProxy, turns: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.real_model", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--parts", default="day,drift,summary,cache")
     parser.add_argument(
         "--turns", type=int, default=len(DAY), help=f"turns of the day (max {len(DAY)})"
