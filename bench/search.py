@@ -184,7 +184,7 @@ def main() -> int:
     parser.add_argument("--baseline-repeat", type=int, default=3, help="0 skips the baseline")
     args = parser.parse_args()
     if not reachable(5432):
-        print("bench/search.py needs PostgreSQL on 127.0.0.1:5432", file=sys.stderr)
+        print("python -m bench.search needs PostgreSQL on 127.0.0.1:5432", file=sys.stderr)
         return 2
 
     name = configure()
