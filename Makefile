@@ -65,23 +65,23 @@ DRIFT_DATA ?=
 DRIFT_FILES := tiage-dev.jsonl superdialseg-validation.jsonl
 
 bench: install
-	$(PY) bench/chat_load.py
-	$(PY) bench/prompt_cache.py
-	$(PY) bench/context_assembly.py
-	$(PY) bench/search.py
-	$(PY) bench/soak.py
-	$(PY) bench/summary_cost.py
-	$(PY) bench/consolidation_similarity.py
-	$(PY) bench/consolidation.py --offline
+	$(PY) -m bench.chat_load
+	$(PY) -m bench.prompt_cache
+	$(PY) -m bench.context_assembly
+	$(PY) -m bench.search
+	$(PY) -m bench.soak
+	$(PY) -m bench.summary_cost
+	$(PY) -m bench.consolidation.similarity
+	$(PY) -m bench.consolidation --offline
 	@for data in bench/data/product-tune.jsonl bench/data/product-test.jsonl; do \
-		for interval in 1 10; do $(PY) bench/drift_quality.py --data $$data --interval $$interval || exit 1; done; \
+		for interval in 1 10; do $(PY) -m bench.drift_quality --data $$data --interval $$interval || exit 1; done; \
 	done
-	$(PY) bench/drift_quality.py --data bench/data/product-test.jsonl --replies offline
+	$(PY) -m bench.drift_quality --data bench/data/product-test.jsonl --replies offline
 	@if [ -z "$(DRIFT_DATA)" ]; then \
 		echo "bench: skipped drift quality on $(DRIFT_FILES): set DRIFT_DATA=<directory holding them>, e.g. make bench DRIFT_DATA=~/data/drift"; \
 	else for name in $(DRIFT_FILES); do \
 		if [ ! -f "$(DRIFT_DATA)/$$name" ]; then echo "bench: $(DRIFT_DATA)/$$name is missing (DRIFT_DATA must hold $(DRIFT_FILES))"; exit 1; fi; \
-		for interval in 1 10; do $(PY) bench/drift_quality.py --data "$(DRIFT_DATA)/$$name" --interval $$interval || exit 1; done; \
+		for interval in 1 10; do $(PY) -m bench.drift_quality --data "$(DRIFT_DATA)/$$name" --interval $$interval || exit 1; done; \
 	done; fi
 
 # A real model on this machine, no GPU needed (docs/local-model.md): llama.cpp's server

@@ -1,11 +1,29 @@
-"""What several benches share: Django on the embedded default (SQLite and in-process
-layers, no model) in a directory of the bench's own, and whether a local service answers."""
+"""What several benches share: the one way a bench sets Django up (:func:`setup_django`),
+Django on the embedded default (SQLite and in-process layers, no model) in a directory of
+the bench's own, and whether a local service answers."""
 
 from __future__ import annotations
 
 import os
 import socket
 import tempfile
+
+
+def setup_django(*, migrate: bool = False) -> None:
+    """Set Django up, once per process, from the environment the bench has set (its
+    ``DJANGO_SETTINGS_MODULE``, database and cache URLs); ``migrate`` then migrates its
+    database. Every bench calls this rather than ``django.setup()``, and before it imports
+    anything that needs the models (tests/fake_openai.py included)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "driftless.settings")
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
 
 
 def embedded_django(prefix: str) -> str:
@@ -21,12 +39,7 @@ def embedded_django(prefix: str) -> str:
     )
     for name in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_django(migrate=True)
     return var_dir
 
 

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/context_assembly.py [--sqlite] [--repeat 40]
+    python -m bench.context_assembly [--sqlite] [--repeat 40]
 
 For 10², 10³, 10⁴ and 10⁵ messages in one (agent, user, organization) scope, spread as
 real use spreads them (sessions of five topics, about twenty messages a topic, tool
@@ -32,10 +32,8 @@ import sys
 import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
+from bench.common import reachable, setup_django
 
 SIZES = (100, 1_000, 10_000, 100_000)
 MESSAGES_PER_TOPIC = 20
@@ -69,10 +67,9 @@ def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
     else:
         os.environ.pop("REDIS_URL", None)
 
-    import django
+    setup_django()
     from django.conf import settings
 
-    django.setup()
     settings.CACHES["default"]["KEY_PREFIX"] = f"bench{os.getpid()}"
     database = "PostgreSQL" if pg_name else "SQLite"
     cache = "Redis" if os.environ.get("REDIS_URL") else "in-process"
@@ -263,11 +260,14 @@ def main() -> int:
             cache.delete_pattern("*")
     finally:
         drop_database(pg_name, sqlite_dir)
-
-    print(
-        f"context assembly ({label}; {args.repeat} warm turns per size, "
-        f"{time.perf_counter() - started:.0f} s in all)"
+    return print_report(
+        rows, label=label, repeat=args.repeat, seconds=time.perf_counter() - started
     )
+
+
+def print_report(rows: list[dict], *, label: str, repeat: int, seconds: float) -> int:
+    """The table and the last JSON line; 0 when the assembly time holds, else 1."""
+    print(f"context assembly ({label}; {repeat} warm turns per size, {seconds:.0f} s in all)")
     header = (
         "messages",
         "topics",

@@ -2,11 +2,11 @@
 
 Usage (from the repository root)::
 
-    python bench/drift_quality.py --data $DRIFT_DATA/tiage-dev.jsonl \
+    python -m bench.drift_quality --data $DRIFT_DATA/tiage-dev.jsonl \
         [--detector lexical] [--interval 10] [--scan-back 10] [--out predictions.jsonl] \
         [--roles auto|labelled|people]
-    python bench/drift_quality.py --fit $DRIFT_DATA/tiage-train.jsonl
-    python bench/drift_quality.py --fit-exchange bench/data/product-tune.jsonl
+    python -m bench.drift_quality --fit $DRIFT_DATA/tiage-train.jsonl
+    python -m bench.drift_quality --fit-exchange bench/data/product-tune.jsonl
 
 Scoring a detector alone on whole dialogues would flatter it: in production it
 sees only the active topic, only every ``interval`` messages, and every fork it
@@ -45,9 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from memory.drift.detectors import (  # noqa: E402  (needs the sys.path line above)
+from memory.drift.detectors import (
     EXCHANGE_THRESHOLD,
     DriftDetector,
     LexicalDetector,
@@ -540,11 +538,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("baseline:")
     print_tallies("language", base_lang)
     print_tallies("kind", base_kind)
+    print(json.dumps(summary_of(args, detector.name, (scores, base), by_lang, by_kind, base_lang)))
+    return 0
+
+
+def summary_of(args, detector: str, scored: tuple, by_lang: dict, by_kind: dict, base_lang: dict):
+    """The last JSON line: the detector's scores and the baseline's, and the switches found."""
+    scores, base = scored
     switches = sum(t.switches for t in by_lang.values())
     summary = {
         "bench": "drift_quality",
         "data": args.data,
-        "detector": detector.name,
+        "detector": detector,
         "interval": args.interval,
         "replies": args.replies,
         "pk": round(scores.pk, 4),
@@ -563,8 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scores.coherent:
         summary["false_forks_per_coherent"] = round(scores.false_forks, 3)
         summary["baseline"]["false_forks_per_coherent"] = round(base.false_forks, 3)
-    print(json.dumps(summary))
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ with a strict sliding window, side by side in one run.
 
 Usage (from the repository root)::
 
-    python bench/prompt_cache.py [--turns 222] [--blocks 1,10]
+    python -m bench.prompt_cache [--turns 222] [--blocks 1,10]
 
 A long multi-subject conversation (six single-subject dialogues of ``bench/data/``, each
 replayed for ``turns / 6`` user turns, replies of 60–150 words) goes through the real turn
@@ -48,14 +48,14 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.common import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DATA = [
     ROOT / "bench" / "data" / "product-tune.jsonl",
@@ -333,8 +333,8 @@ def replay(*, block: int, script, provider: Provider, name: str, incremental: bo
     from memory.models import Topic
 
     pending: list[tuple[int, str]] = []
-    memory.actions.scheduling._start_in_background = lambda *, session_id, reason, **_: (
-        pending.append((session_id, reason))
+    memory.actions.scheduling.set_background_starter(
+        lambda *, session_id, reason, **_: pending.append((session_id, reason))
     )
     memory.actions.context.ACTIVE_WINDOW_BLOCK = block
     settings.SUMMARY_INCREMENTAL = incremental
@@ -396,9 +396,7 @@ def main() -> int:
     started = time.perf_counter()
     fake = None
     try:
-        import django
-
-        django.setup()
+        setup_django()
         from django.conf import settings
         from django.core.management import call_command
 
@@ -428,13 +426,17 @@ def main() -> int:
         if fake is not None:
             fake.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    return print_report(args, replies, results, whole, ACTIVE_WINDOW_BLOCK, seconds)
 
+
+def print_report(args, replies: dict, results: list[dict], whole: dict, block: int, seconds):
+    """The table and the last JSON line; ``block`` is the product's window block."""
     words = [len(reply.split()) for reply in replies.values()]
     print(
         f"prompt cache: {args.turns} turns over {len(SUBJECTS)} subjects, replies of "
         f"{min(words)}–{max(words)} words (mean {sum(words) / len(words):.0f}); cache from "
-        f"{CACHE_MIN_TOKENS} tokens in {CACHE_STEP_TOKENS}-token steps; "
-        f"{time.perf_counter() - started:.0f} s"
+        f"{CACHE_MIN_TOKENS} tokens in {CACHE_STEP_TOKENS}-token steps; {seconds:.0f} s"
     )
     header = (
         "window",
@@ -478,7 +480,7 @@ def main() -> int:
         "the heartbeat's and the forks' summary calls. (a): summaries re-sending the whole "
         "history every refresh (SUMMARY_INCREMENTAL=false), the summaries' baseline."
     )
-    product = next((row for row in results if row["block"] == ACTIVE_WINDOW_BLOCK), results[-1])
+    product = next((row for row in results if row["block"] == block), results[-1])
     strict = next((row for row in results if row["block"] == 1), None)
     print(
         json.dumps(

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/search.py [--messages 200000] [--repeat 30] [--baseline-repeat 3]
+    python -m bench.search [--messages 200000] [--repeat 30] [--baseline-repeat 3]
 
 One user whose sessions hold ``--messages`` messages (bulk-created in a PostgreSQL
 database of the bench's own, dropped at the end), each about thirty words drawn from a
@@ -28,10 +28,8 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
+from bench.common import reachable, setup_django
 
 TARGET_P95_MS = 200.0
 MESSAGES_PER_TOPIC = 20
@@ -59,9 +57,7 @@ def configure() -> str:
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
-    import django
-
-    django.setup()
+    setup_django()
     return name
 
 
@@ -188,7 +184,7 @@ def main() -> int:
     parser.add_argument("--baseline-repeat", type=int, default=3, help="0 skips the baseline")
     args = parser.parse_args()
     if not reachable(5432):
-        print("bench/search.py needs PostgreSQL on 127.0.0.1:5432", file=sys.stderr)
+        print("python -m bench.search needs PostgreSQL on 127.0.0.1:5432", file=sys.stderr)
         return 2
 
     name = configure()

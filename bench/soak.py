@@ -2,7 +2,7 @@
 
 Usage (from the repository root; needs PostgreSQL on 127.0.0.1:5432 and redis-server)::
 
-    python bench/soak.py [--sessions 20] [--turns 1000] [--fail-ratio 0.1]
+    python -m bench.soak [--sessions 20] [--turns 1000] [--fail-ratio 0.1]
 
 It starts everything it needs and stops it again: a PostgreSQL database of its own, a
 private redis-server on a free port (cache, channel layer and broker), the fake
@@ -49,8 +49,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.common import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL_SUMMARY_MARKER = "[model summary]"
@@ -245,15 +246,11 @@ def _json(raw: bytes) -> dict:
     return answer if isinstance(answer, dict) else {}
 
 
-def setup_django(env: dict[str, str]) -> None:
+def configure_django(env: dict[str, str]) -> None:
+    """Django in this process on the run's database (the cache in-process)."""
     os.environ.update({k: v for k, v in env.items() if k != "REDIS_URL"})
     os.environ.pop("REDIS_URL", None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_django(migrate=True)
 
 
 def make_sessions(count: int) -> list[tuple[int, str]]:
@@ -353,8 +350,6 @@ def main() -> None:
     parser.add_argument("--worker-kills", type=int, default=2)
     args = parser.parse_args()
 
-    from tests.fake_openai import FakeOpenAI
-
     workdir = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     pg_name = f"bench_soak_{os.getpid()}"
     import psycopg
@@ -363,7 +358,6 @@ def main() -> None:
         admin.execute(f'CREATE DATABASE "{pg_name}"')
     redis = Redis()
     redis.start()
-    fake = FakeOpenAI(responder=responder, fail_ratio=args.fail_ratio, seed=7)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DJANGO_"))},
         "DJANGO_SETTINGS_MODULE": "driftless.settings",
@@ -373,7 +367,6 @@ def main() -> None:
         "DRIFTLESS_VAR_DIR": str(workdir),
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{pg_name}",
         "REDIS_URL": redis.url,
-        "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": "bench-key",
         "LLM_MAX_RETRIES": "0",
         "LLM_TIMEOUT_SECONDS": "20",
@@ -384,12 +377,19 @@ def main() -> None:
         "PYTHONUNBUFFERED": "1",
     }
     processes: list[Group] = []
+    fake = None
     try:
+        configure_django(env)  # before the fake: tests/fake_openai.py imports the models
+        from tests.fake_openai import FakeOpenAI
+
+        fake = FakeOpenAI(responder=responder, fail_ratio=args.fail_ratio, seed=7)
+        env["OPENAI_BASE_URL"] = fake.base_url
         result = _soak(args, env, fake, redis, workdir, processes)
     finally:  # nothing of this run outlives it, even when it fails
         for process in processes:
             process.stop(timeout=5)
-        fake.close()
+        if fake is not None:
+            fake.close()
         redis.kill()
         _teardown(pg_name, workdir)
     _print_table(result)
@@ -399,25 +399,8 @@ def main() -> None:
 
 
 def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -> dict:
-    setup_django(env)
     sessions = make_sessions(args.sessions)
-    port = free_port()
-    server = Group(
-        [sys.executable, "-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port)]
-        + ["driftless.asgi:application"],
-        env,
-        workdir / "server.log",
-    )
-    worker_argv = [sys.executable, "-m", "celery", "-A", "driftless", "worker", "--beat"]
-    worker_argv += ["--loglevel=info", "--concurrency=2", "--schedule", str(workdir / "beat")]
-    worker = Group(
-        [sys.executable, "-m", "driftless.supervise", "--", *worker_argv],
-        env,
-        workdir / "worker.log",
-    )
-    processes += [server, worker]
-    server_url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _up(server_url), 60, "the server")
+    server, worker, server_url = _start(env, workdir, processes)
 
     per_session = [args.turns // args.sessions] * args.sessions
     for index in range(args.turns - sum(per_session)):
@@ -426,16 +409,7 @@ def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -
         Client(server_url, session_id, token, turns)
         for (session_id, token), turns in zip(sessions, per_session, strict=True)
     ]
-    faults = sorted(
-        [
-            (share / (args.redis_restarts + 1), "redis")
-            for share in range(1, args.redis_restarts + 1)
-        ]
-        + [
-            ((share - 0.5) / (args.worker_kills + 0.5), "worker")
-            for share in range(1, args.worker_kills + 1)
-        ]
-    )
+    faults = _faults(args)
     done = 0
     done_lock = threading.Lock()
     injected: list[str] = []
@@ -461,7 +435,55 @@ def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -
         for future in [pool.submit(client.run, progress) for client in clients]:
             future.result()
     elapsed = time.monotonic() - started
+    settle_seconds = _leave_and_settle(clients, server_url)
+    watch.stop()
 
+    losses = count_losses(clients)
+    server_exit = server.stop()
+    worker.stop()
+    return _result(
+        args, fake, workdir, clients, injected, losses, watch, elapsed, settle_seconds, server_exit
+    )
+
+
+def _start(env: dict, workdir: Path, processes: list) -> tuple:
+    """The server and the supervised worker, started; returns them and the server's URL."""
+    port = free_port()
+    server = Group(
+        [sys.executable, "-m", "driftless.serve", "-b", "127.0.0.1", "-p", str(port)]
+        + ["driftless.asgi:application"],
+        env,
+        workdir / "server.log",
+    )
+    worker_argv = [sys.executable, "-m", "celery", "-A", "driftless", "worker", "--beat"]
+    worker_argv += ["--loglevel=info", "--concurrency=2", "--schedule", str(workdir / "beat")]
+    worker = Group(
+        [sys.executable, "-m", "driftless.supervise", "--", *worker_argv],
+        env,
+        workdir / "worker.log",
+    )
+    processes += [server, worker]
+    server_url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: _up(server_url), 60, "the server")
+    return server, worker, server_url
+
+
+def _faults(args) -> list[tuple[float, str]]:
+    """When each fault strikes (a share of the turns) and what it is, in order."""
+    return sorted(
+        [
+            (share / (args.redis_restarts + 1), "redis")
+            for share in range(1, args.redis_restarts + 1)
+        ]
+        + [
+            ((share - 0.5) / (args.worker_kills + 0.5), "worker")
+            for share in range(1, args.worker_kills + 1)
+        ]
+    )
+
+
+def _leave_and_settle(clients: list, server_url: str) -> float:
+    """Everyone leaves, then the run waits for the evaluations; returns the seconds waited."""
     for client in clients:  # everyone leaves: an exit evaluation per session
         request = urllib.request.Request(
             f"{server_url}/agents-api/sessions/{client.session_id}/evaluate",
@@ -476,12 +498,10 @@ def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -
         wait_until(settled, SETTLE_TIMEOUT, "every evaluation to run")
     except SystemExit as timeout:
         print(timeout, file=sys.stderr)
-    settle_seconds = time.monotonic() - settle_started
-    watch.stop()
+    return time.monotonic() - settle_started
 
-    losses = count_losses(clients)
-    server_exit = server.stop()
-    worker.stop()
+
+def _result(args, fake, workdir, clients, injected, losses, watch, elapsed, settle, server_exit):
     statuses = sum((client.statuses for client in clients), Counter())
     chat = [prompt_tokens(b) for b in fake.requests if "response_format" not in b]
     summary = [prompt_tokens(b) for b in fake.requests if "response_format" in b]
@@ -504,7 +524,7 @@ def _soak(args, env: dict, fake, redis: Redis, workdir: Path, processes: list) -
         "largest_chat_prompt_tokens": max(chat, default=0),
         "largest_summary_prompt_tokens": max(summary, default=0),
         "turns_per_s": round(args.turns / elapsed, 2),
-        "settle_seconds": round(settle_seconds, 1),
+        "settle_seconds": round(settle, 1),
         "server_exit_seconds_after_sigterm": round(server_exit, 1) if server_exit else None,
     }
     return result

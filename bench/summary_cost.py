@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/summary_cost.py [--messages 200 2000] [--every 10]
+    python -m bench.summary_cost [--messages 200 2000] [--every 10]
 
 A topic grows to each size with realistic messages (user and assistant turns of one to
 three sentences, a tool round every ten messages with a 3,000-character result) and is
@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
+from bench.common import embedded_django
 
 SENTENCES = [
     "We compared the storage options for the billing ledger again.",

@@ -5,7 +5,7 @@ channels-redis queues the events of every socket of one server process in one Re
 and reads that key one event at a time, with four round trips each (put back what a
 cancelled read left in the backup key, a blocking pop, a copy into the backup key, its
 removal), one after another on the event loop. Under load the events waited seconds
-in Redis: bench/chat_load.py found 360 of them queued behind one process.
+in Redis: bench.chat_load found 360 of them queued behind one process.
 
 Here, when events are waiting, one script takes up to ``RECEIVE_BATCH`` of them at once,
 in order, keeping the same guarantee: they are copied to the backup key in the same

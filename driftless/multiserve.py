@@ -4,7 +4,7 @@
 Each process is a uvicorn server with a listening socket of its own, bound to the same
 port with ``SO_REUSEPORT``, so the kernel spreads new connections evenly over the
 processes. uvicorn's own ``--workers`` shares one socket instead, and a websocket stays on
-the process that accepted it for its whole life: measured with ``bench/chat_load.py``, one
+the process that accepted it for its whole life: measured with ``bench.chat_load``, one
 of two processes held 85 % of 100 sockets, and two processes served 1.4 times the turns of
 one instead of nearly twice.
 
@@ -69,7 +69,7 @@ def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
         # uvloop where it is installed (requirements.txt): the event loop forwards every
         # event and frame of the process's sockets while the turn threads hold the GIL, and
         # asyncio's loop waits for the GIL after each of its many system calls. With uvloop
-        # bench/chat_load.py measured two processes at 1.50 times one, against 1.42.
+        # bench.chat_load measured two processes at 1.50 times one, against 1.42.
         loop="auto",
         ws="websockets-sansio",
         ws_max_size=SERVER_MAX_FRAME_BYTES,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("memory", "chat", "driftless")
+PACKAGES = ("memory", "chat", "driftless", "bench")  # bench: run as python -m bench.NAME
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 MAX_MEMORY_ENTRIES = 12
@@ -160,3 +160,15 @@ def test_no_function_is_longer_than_the_limit():
                 if lines > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(ROOT)}:{node.name}"] = lines
     assert long == {}
+
+
+def test_the_benches_set_up_through_one_path():
+    """Run as ``python -m bench.NAME``: no bench edits ``sys.path``, and only bench/common.py
+    calls ``django.setup()``."""
+    found = [
+        f"{path.relative_to(ROOT)}: {needle}"
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for needle in ("sys.path.insert", "django.setup()")
+        if needle in path.read_text() and path.name != "common.py"
+    ]
+    assert found == []

@@ -1,4 +1,4 @@
-"""The channel layer keeps a burst of events whole (found by bench/chat_load.py), reads
+"""The channel layer keeps a burst of events whole (found by bench.chat_load), reads
 them many at a time and sends them from worker threads (driftless/channel_layer.py).
 
 channels-redis holds the pending events of every socket of one server process in one

@@ -1,7 +1,7 @@
 """Consolidation's rules: a model's merge must be about one subject, the offline pass, facts.
 
 The model is the fake OpenAI-compatible server; the offline pass runs with no endpoint
-configured. The thresholds are measured by bench/consolidation_similarity.py.
+configured. The thresholds are measured by bench.consolidation.similarity.
 """
 
 import json

@@ -27,12 +27,13 @@ TIMEOUT = 10
 
 
 @pytest.fixture(autouse=True)
-def scheduled(monkeypatch):
+def scheduled():
     """Evaluations the pipeline schedules, recorded instead of run in a timer thread
     (which would outlive the test)."""
     calls: list[dict] = []
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: calls.append(kwargs))
-    return calls
+    previous = scheduling.set_background_starter(lambda **kwargs: calls.append(kwargs))
+    yield calls
+    scheduling.set_background_starter(previous)
 
 
 def login_cookie(user) -> bytes:

@@ -75,3 +75,16 @@ def test_a_trigger_never_raises_even_when_it_cannot_be_recorded(session, runs, m
     request_exit_evaluation(session_id=session.pk)  # no exception
 
     assert runs == []
+
+
+def test_a_starter_set_through_the_seam_replaces_the_timer_until_it_is_unset(session):
+    started: list[dict] = []
+    previous = scheduling.set_background_starter(lambda **kwargs: started.append(kwargs))
+    try:
+        request_exit_evaluation(session_id=session.pk)
+    finally:
+        assert scheduling.set_background_starter(previous) is not None
+    assert previous is None  # the timer thread
+    (kwargs,) = started
+    assert kwargs["session_id"] == session.pk and kwargs["reason"] == "exit"
+    assert kwargs["delay"] == scheduling.EXIT_DEBOUNCE_SECONDS and kwargs["debounce_token"]

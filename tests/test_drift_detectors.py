@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from bench import drift_quality
 from memory.drift.detectors import (
     DriftVerdict,
     LexicalDetector,
@@ -26,13 +25,6 @@ from memory.drift.dialogue_cues import (
     opens_as_follow_up,
     opens_with_reference,
 )
-
-_BENCH = Path(__file__).resolve().parent.parent / "bench" / "drift_quality.py"
-_spec = importlib.util.spec_from_file_location("drift_quality", _BENCH)
-assert _spec and _spec.loader
-drift_quality = importlib.util.module_from_spec(_spec)
-sys.modules["drift_quality"] = drift_quality
-_spec.loader.exec_module(drift_quality)
 
 
 class _AnyReason(str):
@@ -486,7 +478,7 @@ def test_simulate_rejects_a_start_outside_the_window() -> None:
 # Bench: roles per source, false forks, the product-like data
 # --------------------------------------------------------------------------- #
 
-_PRODUCT_DATA = _BENCH.parent / "data"
+_PRODUCT_DATA = Path(__file__).resolve().parent.parent / "bench" / "data"
 
 
 def _row(source: str, boundaries: list[int]) -> str:

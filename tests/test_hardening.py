@@ -22,11 +22,13 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _no_background_evaluations(monkeypatch):
+def _no_background_evaluations():
     """A socket's disconnect schedules an evaluation in a timer thread: none here."""
     from memory.actions import scheduling
 
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
+    previous = scheduling.set_background_starter(lambda **kwargs: None)
+    yield
+    scheduling.set_background_starter(previous)
 
 
 def test_the_openapi_schema_needs_a_login(client, alice):

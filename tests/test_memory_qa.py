@@ -1,4 +1,4 @@
-"""The memory QA bench (bench/memory_qa.py) end to end on a tiny history, with a scripted
+"""The memory QA bench (python -m bench.memory_qa) end to end on a tiny history, with a scripted
 model behind the fake OpenAI-compatible server: every system's score is known in advance,
 so the harness (ingestion through the pipeline, the new sessions, the baselines, the
 scoring, the targets and the exit status) is checked, not the model."""
@@ -14,12 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, _Script
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-
-from memory_qa_data import (  # noqa: E402
+from bench.memory_qa.data import (
     DataError,
     Question,
     load_histories,
@@ -28,6 +23,9 @@ from memory_qa_data import (  # noqa: E402
     score_reply,
     token_f1,
 )
+from tests.fake_openai import FakeOpenAI, _Script
+
+ROOT = Path(__file__).resolve().parent.parent
 
 KILN = [
     ("user", "I finally bought a kiln. I got it second-hand from Gwen, my pottery teacher."),
@@ -146,7 +144,7 @@ def run_bench(server: FakeOpenAI, *args: str) -> subprocess.CompletedProcess:
         LLM_MAX_RETRIES="0",
     )
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "memory_qa.py"), *args],
+        [sys.executable, "-m", "bench.memory_qa", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -216,11 +214,11 @@ def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
 
 
 def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:
-    """bench/memory_qa_reach.py: no model at all (the offline one), its own SQLite."""
+    """python -m bench.memory_qa.reach: no model at all (the offline one), its own SQLite."""
     skip = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DRIFTLESS_VAR_DIR")
     clean = {key: value for key, value in os.environ.items() if key not in skip}
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "memory_qa_reach.py"), "--data", str(data)],
+        [sys.executable, "-m", "bench.memory_qa.reach", "--data", str(data)],
         cwd=ROOT,
         env={**clean, **env},
         capture_output=True,

@@ -1,6 +1,6 @@
 """An evaluation and a turn writing to the same session at once must not deadlock.
 
-Found by bench/chat_load.py: the tenth message of a session triggers an evaluation that
+Found by bench.chat_load: the tenth message of a session triggers an evaluation that
 runs while the next turn stores its messages. A turn's store takes the session row, then
 (at commit, through the message's foreign key) a share lock on the topic; the in-place
 refresh holds the topic row, so it must not then wait for the session row.

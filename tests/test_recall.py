@@ -377,15 +377,23 @@ def test_over_rest_bobs_turn_never_recalls_alices_past(session, earlier, strange
     assert denied.status_code == 404
 
 
+@pytest.fixture
+def no_background_evaluations():
+    """A socket's disconnect schedules an evaluation in a timer thread: none here."""
+    from memory.actions import scheduling
+
+    previous = scheduling.set_background_starter(lambda **kwargs: None)
+    yield
+    scheduling.set_background_starter(previous)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.redis
 async def test_over_the_socket_a_turn_recalls_alices_past_and_never_bobs(
-    session, earlier, strangers, alice, fake_openai, monkeypatch
+    session, earlier, strangers, alice, fake_openai, no_background_evaluations
 ):
-    from memory.actions import scheduling
     from tests.test_consumer import connected_socket, receive_until, send
 
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
     fake_openai.reply_tool_calls([("recall", {"operation": "search", "query": "Kyoto hotel"})])
     fake_openai.reply_text("You booked the Hotel Kinkaku.")
     socket = await connected_socket(alice, session.pk)
@@ -498,12 +506,9 @@ def test_over_rest_the_forked_out_detail_reaches_alice_and_never_bob(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.redis
 async def test_over_the_socket_the_forked_out_detail_reaches_alice_and_never_bob(
-    alice, agent, organization, fake_openai, monkeypatch
+    alice, agent, organization, fake_openai, no_background_evaluations
 ):
-    from memory.actions import scheduling
     from tests.test_consumer import connected_socket, receive_until, send
-
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
 
     def setup():
         earlier = Session.objects.start(user=alice, agent=agent)

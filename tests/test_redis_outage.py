@@ -61,10 +61,12 @@ def private_redis(settings):
 
 
 @pytest.fixture(autouse=True)
-def _no_background_evaluations(monkeypatch):
+def _no_background_evaluations():
     """A socket's disconnect schedules an evaluation two seconds later in a timer thread;
     recorded instead, so none outlives its test's database."""
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
+    previous = scheduling.set_background_starter(lambda **kwargs: None)
+    yield
+    scheduling.set_background_starter(previous)
 
 
 def client_for(user) -> APIClient:

@@ -21,8 +21,10 @@ CLOSED_WITHIN = 5  # seconds: what "within seconds" means here
 
 
 @pytest.fixture(autouse=True)
-def scheduled(monkeypatch):
-    monkeypatch.setattr(scheduling, "_start_in_background", lambda **kwargs: None)
+def scheduled():
+    previous = scheduling.set_background_starter(lambda **kwargs: None)
+    yield
+    scheduling.set_background_starter(previous)
 
 
 @database_sync_to_async

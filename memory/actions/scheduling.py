@@ -32,13 +32,15 @@ driftless/celery.py; a daemon thread of the server process in the embedded mode,
 Where the work runs. With a worker (the full mode) tasks go to Celery after commit, by
 name (memory/tasks.py defines them). In the embedded mode tasks would run inline
 (``task_always_eager``), blocking the request and ignoring the countdown, so a daemon
-timer thread in this process runs them instead.
+timer thread in this process runs them instead; :func:`set_background_starter` replaces
+that timer (a benchmark collects the evaluations and runs them itself).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -109,7 +111,7 @@ def enqueue_evaluation(
     def send() -> None:
         try:
             if current_app.conf.task_always_eager:
-                _start_in_background(
+                (_background_starter or _start_in_background)(
                     session_id=session_id,
                     reason=reason,
                     debounce_token=debounce_token,
@@ -129,6 +131,22 @@ def enqueue_evaluation(
             )
 
     transaction.on_commit(send)
+
+
+# Called with the keywords session_id, reason, debounce_token and delay (seconds).
+BackgroundStarter = Callable[..., None]
+_background_starter: BackgroundStarter | None = None
+
+
+def set_background_starter(starter: BackgroundStarter | None) -> BackgroundStarter | None:
+    """Set how the embedded mode starts an evaluation it enqueues: ``starter`` is called,
+    after commit, with the keywords ``session_id``, ``reason``, ``debounce_token`` and
+    ``delay`` instead of starting the timer thread; ``None`` brings the timer back.
+    Returns the starter it replaces (``None`` for the timer). Where a worker runs the
+    tasks it changes nothing."""
+    global _background_starter
+    previous, _background_starter = _background_starter, starter
+    return previous
 
 
 def _start_in_background(

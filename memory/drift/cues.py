@@ -147,7 +147,7 @@ def subject_cues(texts: Sequence[str], indexes: Iterable[int]) -> dict[int, dict
 
 
 #: Logistic-regression weights of the cues, fitted on tiage-train.jsonl with
-#: ``python bench/drift_quality.py --fit $DRIFT_DATA/tiage-train.jsonl``.
+#: ``python -m bench.drift_quality --fit $DRIFT_DATA/tiage-train.jsonl``.
 LEXICAL_WEIGHTS: dict[str, float] = {
     "bias": -3.6267,
     "novelty": 0.8242,
@@ -357,7 +357,7 @@ def _without(counts: Counter[str], terms: frozenset[str]) -> Counter[str]:
 
 
 #: Logistic-regression weights of the exchange cues, fitted on the product-like dialogues
-#: (the tune half, six languages) with ``python bench/drift_quality.py --fit-exchange
+#: (the tune half, six languages) with ``python -m bench.drift_quality --fit-exchange
 #: bench/data/product-tune.jsonl`` (ridge 1).
 EXCHANGE_WEIGHTS: dict[str, float] = {
     "bias": -13.663,

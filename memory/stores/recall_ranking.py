@@ -21,7 +21,7 @@ them: how often a word occurs in a message, against the message's length, weight
 rare the word is in the scope's past chats, so a word common in them ("end" of "end up")
 weighs little beside the rare one asked about ("tile"). It is computed here, the same on
 both engines, since PostgreSQL's ``ts_rank`` weighs no word by its rarity. On the tune
-half of bench/data/memory-qa-*.jsonl (bench/memory_qa_reach.py, no model involved: does
+half of bench/data/memory-qa-*.jsonl (bench.memory_qa.reach, no model involved: does
 the gold answer reach the prompt?) the answer reached the prompt for 58 of 67 answerable
 questions on both engines, against 52 with the tool's order (and 57 and 55 for the
 retrieval baseline's, the index's own, on SQLite and PostgreSQL).

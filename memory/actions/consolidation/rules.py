@@ -9,7 +9,7 @@ compared with the rest of the merge pooled; one that shares too little with them
 refused, and the rest of the proposal still applies. Entries in different scripts
 (Japanese beside English) cannot be compared by their words: the model's judgement stands.
 
-The thresholds are measured by ``bench/consolidation_similarity.py`` on the labelled
+The thresholds are measured by ``bench.consolidation.similarity`` on the labelled
 subjects of bench/data/consolidation-scope.jsonl, chosen on one half of its subjects and
 scored on the other (docs/memory.md gives the numbers):
 
@@ -42,7 +42,7 @@ from memory.lib.errors import Conflict
 from memory.lib.limits import MAX_SUMMARY_CHARS
 from memory.text.stats import kept_share, subject_overlap, subject_similarity, topic_terms
 
-if TYPE_CHECKING:  # the rules themselves need no Django (bench/consolidation_similarity.py)
+if TYPE_CHECKING:  # the rules themselves need no Django (bench.consolidation.similarity)
     from memory.stores.consolidation import ConsolidationEntry
 
 SAME_SUBJECT_THRESHOLD = 0.07
@@ -57,7 +57,7 @@ ONE_TERM_THRESHOLD = 0.24
 # A merge's summary keeps what each of its entries said: at least this share of each entry's
 # subject terms is in the merged title and summary. The 1.5B model of the local lane often
 # writes one entry's summary, or a neighbour's, as the merge's: of its eight merges applied in
-# one run of bench/memory_qa_consolidation.py (2026-12-06), six kept 5 % to 36 % of one
+# one run of bench.memory_qa.consolidation (2026-12-06), six kept 5 % to 36 % of one
 # entry's terms (one of them lost "I chose Lyon"), the other two 58 % or more of each.
 KEPT_TERMS_SHARE = 0.5
 
@@ -125,7 +125,7 @@ def may_share_subject(
 ) -> bool:
     """Whether two texts go in one group for a model to consider: a similarity of at least
     ``threshold`` with ``MIN_SHARED_TERMS`` terms in common, or one term and a cosine of
-    ``ONE_TERM_THRESHOLD`` (bench/consolidation_similarity.py's ``group`` rows)."""
+    ``ONE_TERM_THRESHOLD`` (bench.consolidation.similarity's ``group`` rows)."""
     if similarity < threshold:
         return False
     return shared >= MIN_SHARED_TERMS or similarity >= ONE_TERM_THRESHOLD

@@ -2,11 +2,11 @@
 
 Usage (from the repository root)::
 
-    python bench/memory_qa_reach.py --data bench/data/memory-qa-tune.jsonl [--ids a,b]
-    python bench/memory_qa_reach.py --locomo PATH/locomo10.json [--conversations 2]
+    python -m bench.memory_qa.reach --data bench/data/memory-qa-tune.jsonl [--ids a,b]
+    python -m bench.memory_qa.reach --locomo PATH/locomo10.json [--conversations 2]
 
 Each history is replayed through the product with the offline model, as
-``bench/memory_qa.py --ingest offline`` does (so nothing is promoted and the past reaches
+``bench.memory_qa --ingest offline`` does (so nothing is promoted and the past reaches
 the agent through recall). Then, for every question but ``abstain`` ones, a new session of
 the history's scope is opened with the question as its user message and its context
 assembled as a turn would send it (memory/actions/context.py). Three things are checked:
@@ -35,16 +35,10 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import contains, normalize  # noqa: E402
+from bench.memory_qa import harness as memory_qa
+from bench.memory_qa.data import contains, normalize
 
 CHECKS = ("prompt", "recalled", "retrieval")
 EVIDENCE = ("evidence", "ev_prompt", "ev_retrieval")

@@ -3,12 +3,12 @@
 Usage (from the repository root; a model served at OPENAI_BASE_URL, e.g. the local lane
 of docs/local-model.md; one request at a time, so serialize runs that share it)::
 
-    OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python bench/real_model.py \
+    OPENAI_BASE_URL=http://127.0.0.1:8081/v1 python -m bench.real_model \
         [--parts day,drift,summary,cache] [--turns 27] [--drift-ids ID,...] [--cache-turns 10]
 
 Everything runs as `make run` runs it (the embedded mode: SQLite in a temporary
 directory, tasks in the server process) against the endpoint, through a recording
-pass-through (bench/real_model_proxy.py) that notes every call the product makes.
+pass-through (bench.real_model.proxy) that notes every call the product makes.
 
 * ``day``: over REST, a scripted day (:data:`DAY`): facts to remember (``/remember``),
   a ``/note``, three subjects, a code question, a question that needs a tool, small talk;
@@ -23,7 +23,7 @@ pass-through (bench/real_model_proxy.py) that notes every call the product makes
   bench/data/product-test.jsonl at interval 10: lexical (no model) and the model deciding
   (``llm``; ``auto`` skips only windows with no user turn, none in this data).
 * ``summary``: the product's summary call on the labelled conversations of
-  bench/data/summary-labels.jsonl: valid JSON, ``include_in_memory`` against the label,
+  bench/data/summary-labels-test.jsonl (or --summary-data): valid JSON, ``include_in_memory`` against the label,
   the durable fact kept.
 * ``cache``: time to first token over a conversation of ``--cache-turns`` turns, the
   product's append-only window (the server reuses the cached prefix) against a strict
@@ -48,11 +48,8 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from real_model_measures import (  # noqa: E402
+from bench.common import setup_django
+from bench.real_model.measures import (
     DRIFT_IDS,
     print_cache,
     print_drift,
@@ -61,7 +58,9 @@ from real_model_measures import (  # noqa: E402
     run_drift,
     run_summaries,
 )
-from real_model_proxy import RecordingProxy  # noqa: E402
+from bench.real_model.proxy import RecordingProxy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ANSWERED_TARGET = 0.8
 STOP_MARK = "[Stopped:"
@@ -149,14 +148,9 @@ def product_env(workdir: Path, base_url: str) -> dict[str, str]:
     return env
 
 
-def setup_django(env: dict[str, str]) -> None:
+def configure_django(env: dict[str, str]) -> None:
     os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_django(migrate=True)
 
 
 def make_user() -> tuple[object, object, str]:
@@ -492,7 +486,9 @@ def day_part(env: dict[str, str], workdir: Path, proxy: RecordingProxy, turns: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.real_model", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--parts", default="day,drift,summary,cache")
     parser.add_argument(
         "--turns", type=int, default=len(DAY), help=f"turns of the day (max {len(DAY)})"
@@ -500,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drift-ids", default=",".join(DRIFT_IDS))
     parser.add_argument("--drift-interval", type=int, default=10)
     parser.add_argument(
-        "--summary-data", default=str(ROOT / "bench" / "data" / "summary-labels.jsonl")
+        "--summary-data", default=str(ROOT / "bench" / "data" / "summary-labels-test.jsonl")
     )
     parser.add_argument("--cache-turns", type=int, default=10)
     parser.add_argument(
@@ -521,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"bench": "real_model", "endpoint_model": env["DRIFTLESS_MODEL"]}
     misses: list[str] = []
     try:
-        setup_django(env)
+        configure_django(env)
         if "day" in parts:
             summary["day"] = day_part(env, workdir, proxy, args.turns)
             print_day(summary["day"])

@@ -2,9 +2,9 @@
 
 Usage (from the repository root)::
 
-    python bench/consolidation.py [--sessions 100] [--every 10] [--budget 1500]
-    python bench/consolidation.py --real [--base-url URL] --sessions 40   # a real model
-    python bench/consolidation.py --offline   # also a third user: the model-free pass
+    python -m bench.consolidation [--sessions 100] [--every 10] [--budget 1500]
+    python -m bench.consolidation --real [--base-url URL] --sessions 40   # a real model
+    python -m bench.consolidation --offline   # also a third user: the model-free pass
 
 The fixture, ``bench/data/consolidation-scope.jsonl``, is one promoted memory entry a
 line, in the order the sessions made them: repeated subjects (entries sharing a ``key``:
@@ -42,7 +42,7 @@ missing than without; no merge of two subjects; with ``--offline``, the model-fr
 also leaves fewer duplicates than without, supersedes nothing, changes no curated entry,
 keeps the block within budget and misses no more subjects than without (its merges of two
 subjects are reported, not a target: text statistics alone, whose precision is
-bench/consolidation_similarity.py's). A missed target exits non-zero. It runs on a
+bench.consolidation.similarity's). A missed target exits non-zero. It runs on a
 throwaway SQLite database and the in-process cache.
 """
 
@@ -58,10 +58,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import embedded_django  # noqa: E402  (needs the sys.path line above)
+from bench.common import embedded_django
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "consolidation-scope.jsonl"
 TARGET_SHARE = 0.10
 REAL_TIMEOUT_SECONDS = 900.0
 
@@ -268,11 +267,18 @@ def run(args) -> dict:
         clear_client_cache()
         if fake is not None:
             fake.close()
+    limit = args.budget + estimate_tokens(MEMORY_HEADER) + 1
+    scopes = (without, with_, offline)
+    return _result(args, entries, reversed_ids, scopes, runs, seconds, offline_runs, limit)
+
+
+def _result(args, entries, reversed_ids, scopes, runs, seconds, offline_runs, limit) -> dict:
+    """What the run measured, the targets it checks and the fixture it grew."""
+    without, with_, offline = scopes
     result = {
         "without": without.measure(reversed_ids=reversed_ids),
         "with": with_.measure(reversed_ids=reversed_ids),
     }
-    limit = args.budget + estimate_tokens(MEMORY_HEADER) + 1
     result["runs"] = {
         "count": len(runs),
         "statuses": dict(Counter(str(run.status) for run in runs)),
@@ -443,7 +449,9 @@ def report(result: dict, *, mode: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.consolidation", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--every", type=int, default=10, help="consolidate every N sessions")
     parser.add_argument("--budget", type=int, default=1500, help="the memory token budget")

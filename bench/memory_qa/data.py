@@ -1,4 +1,4 @@
-"""The memory QA bench's inputs and scoring (bench/memory_qa.py): the project's JSON Lines
+"""The memory QA bench's inputs and scoring (bench.memory_qa): the project's JSON Lines
 histories, LoCoMo's ``locomo10.json`` (read from where it lies; never copied), and how a
 reply is scored against a gold answer."""
 

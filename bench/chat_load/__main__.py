@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/chat_load.py [--embedded] [--clients 10] [--load-clients 100]
+    python -m bench.chat_load [--embedded] [--clients 10] [--load-clients 100]
                               [--messages 4] [--repeats 3] [--rows cpu,load]
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible
@@ -51,23 +51,17 @@ import json
 import math
 import os
 import re
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from bench.common import reachable  # noqa: E402  (needs the sys.path line above)
+from bench.chat_load.environment import ROOT, configure, tear_down
+from bench.common import setup_django
 
-REDIS_DB_URL = "redis://127.0.0.1:6379/15"
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-SETTINGS_MODULE = "chat_load_settings"
 RECEIVE_TIMEOUT = 60.0  # one event; a turn against a zero-latency model takes far less
 SERVER_START_TIMEOUT = 90.0
 SETTLE_SECONDS = 1.5  # after the exit-evaluation debounce, before the next row starts
@@ -111,99 +105,10 @@ def respond(body: dict) -> tuple[str, None]:
     return (long_reply(int(match.group(1))) if match else SHORT_REPLY), None
 
 
-# The servers' settings: the project's own, with evaluations run in-process (no worker)
-# and the Redis keys of this run under a prefix of its own.
-_SETTINGS_TEMPLATE = """\
-import os
-
-from driftless.settings import *  # noqa: F403
-from driftless.settings import CACHES, CHANNEL_LAYERS
-
-CELERY_TASK_ALWAYS_EAGER = True
-if {prefix!r}:
-    CACHES["default"]["KEY_PREFIX"] = {prefix!r}
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = {prefix!r}
-    if os.environ.get("BENCH_CHANNELS_REDIS_LAYER"):  # the old path
-        CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"
-"""
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@dataclass
-class Environment:
-    """Where this run keeps its state, and how to remove it."""
-
-    workdir: str
-    pg_name: str | None = None
-    redis_prefix: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        if self.pg_name:
-            return "PostgreSQL database, Redis cache and channel layer"
-        return "SQLite database, in-process cache and channel layer"
-
-
-def configure(*, embedded: bool) -> Environment:
-    """Choose the storage and write the server's settings module (used here too)."""
-    workdir = tempfile.mkdtemp(prefix="bench-chat-load-")
-    env = Environment(workdir=workdir)
-    services = not embedded and reachable(5432) and reachable(6379)
-    values = {
-        "SECRET_KEY": "bench-only-secret-key",
-        "DEBUG": "false",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DRIFTLESS_VAR_DIR": workdir,
-        "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
-        "LOG_LEVEL": "WARNING",
-        "LLM_MAX_RETRIES": "0",
-        "LLM_TIMEOUT_SECONDS": "60",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), workdir]),
-    }
-    if services:
-        import psycopg
-
-        env.pg_name = f"bench_chat_load_{os.getpid()}"
-        env.redis_prefix = f"benchchat{os.getpid()}"
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{env.pg_name}"')
-        values["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{env.pg_name}"
-        values["REDIS_URL"] = REDIS_DB_URL
-    Path(workdir, f"{SETTINGS_MODULE}.py").write_text(
-        _SETTINGS_TEMPLATE.format(prefix=env.redis_prefix)
-    )
-    for name in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        os.environ.pop(name, None)
-    os.environ.update(values)
-    env.env = values
-    sys.path.insert(0, workdir)
-    return env
-
-
-def tear_down(env: Environment) -> None:
-    """Drop the database, the Redis keys of this run and the temporary directory."""
-    from django.db import connections
-
-    connections.close_all()
-    if env.redis_prefix:
-        import redis
-
-        client = redis.Redis.from_url(REDIS_DB_URL)
-        for key in client.scan_iter(match=f"{env.redis_prefix}*", count=500):
-            client.delete(key)
-        client.close()
-    if env.pg_name:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{env.pg_name}" WITH (FORCE)')
-    shutil.rmtree(env.workdir, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -478,7 +383,9 @@ async def measure_server(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chat_load", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--embedded", action="store_true", help="SQLite, one process only")
     parser.add_argument("--clients", type=int, default=10, help="clients of the CPU rows")
     parser.add_argument("--load-clients", type=int, default=100, help="clients of the load row")
@@ -506,13 +413,17 @@ def main() -> int:
         for label, workers, server_env, kinds in SERVERS
         if not (args.embedded and workers > 1) and wanted & set(kinds)
     ]
+    started = time.perf_counter()
+    rows, model_calls = _run(args, env, servers, plans)
+    return _report(args, env, rows, time.perf_counter() - started, model_calls)
+
+
+def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int]:
+    """Every repeat of every server; returns the rows and the model calls made."""
     rows: list[dict] = []
     fake = server = None
-    started = time.perf_counter()
     try:
-        import django
-
-        django.setup()
+        setup_django()
         from tests.fake_openai import FakeOpenAI
 
         fake = FakeOpenAI(responder=respond)
@@ -553,10 +464,13 @@ def main() -> int:
         if fake is not None:
             fake.close()
         tear_down(env)
+    return rows, model_calls
 
+
+def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> int:
     print(
         f"chat load ({env.label}; make serve's server processes, zero-latency fake model; "
-        f"{args.repeats} repeats, {time.perf_counter() - started:.0f} s, "
+        f"{args.repeats} repeats, {seconds:.0f} s, "
         f"{model_calls} model calls; {os.cpu_count()} cores shared with the bench client)"
     )
     header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")

@@ -2,11 +2,11 @@
 
 Usage (from the repository root, with the model settings of the app)::
 
-    python bench/memory_qa_consolidation.py --data bench/data/memory-qa-test.jsonl \
+    python -m bench.memory_qa.consolidation --data bench/data/memory-qa-test.jsonl \
         [--histories N] [--questions-per-history N] [--limit N] [--ingest model|offline] \
         [--out replies.jsonl] [--runs-out runs.jsonl]
 
-The harness of bench/memory_qa.py (issue 22), reused as it is: each history is replayed
+The harness of bench.memory_qa (issue 22), reused as it is: each history is replayed
 through the product (stored turns, the heartbeat and exit evaluations, summaries and
 promotion) with automatic consolidation turned off; every question is asked in a new
 session of the history's scope (``off``); then the scope is consolidated once
@@ -17,7 +17,7 @@ It prints accuracy and F1 per lane, accuracy per kind, what the consolidations d
 last JSON line ``{"bench": "memory_qa_consolidation", ...}``. Targets (issue 23):
 ``update`` accuracy on at least 1.2x off (when any update question was asked), and no
 kind worse by more than 5 points. A missed target exits 1. ``--out`` writes every reply,
-scored, as bench/memory_qa.py does (its ``system`` is the lane); ``--runs-out`` writes each
+scored, as bench.memory_qa does (its ``system`` is the lane); ``--runs-out`` writes each
 consolidation's operations, applied and refused, and the scope's memory block before and
 after it: together they tell which answers a consolidation changed, and how.
 """
@@ -31,14 +31,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import memory_qa  # noqa: E402  (needs the sys.path lines above)
-from memory_qa_data import load_histories, score_reply  # noqa: E402
+from bench.memory_qa import harness as memory_qa
+from bench.memory_qa.data import load_histories, score_reply
 
 LANES = ("off", "on")
 UPDATE_RATIO = 1.2

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/consolidation_similarity.py [--fixture bench/data/consolidation-scope.jsonl]
+    python -m bench.consolidation.similarity [--fixture bench/data/consolidation-scope.jsonl]
 
 Every pair of entries of the fixture is labelled by its ``key``: the same key is one
 subject. The keys, sorted, are split by parity: the even ones are the tune half, the odd
@@ -38,17 +38,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memory.actions.consolidation import (  # noqa: E402  (needs the sys.path line above)
+from memory.actions.consolidation import (
     MIN_SHARED_TERMS,
     NEAR_DUPLICATE_THRESHOLD,
     ONE_TERM_THRESHOLD,
     SAME_SUBJECT_THRESHOLD,
     entry_text,
 )
-from memory.text.stats import subject_overlap  # noqa: E402
+from memory.text.stats import subject_overlap
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "consolidation-scope.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "consolidation-scope.jsonl"
 GRID = [round(step / 100, 2) for step in range(1, 100)]
 OFFLINE_RULE = {"min_shared": MIN_SHARED_TERMS}
 TARGETS = {"merge_recall": 0.85, "merge_specificity": 0.9, "offline_precision": 0.9}

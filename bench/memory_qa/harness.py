@@ -1,60 +1,6 @@
-"""Memory QA benchmark: does the agent remember, in a new session, what was said before?
-
-Usage (from the repository root)::
-
-    python bench/memory_qa.py --data bench/data/memory-qa-test.jsonl \
-        [--histories N] [--questions-per-history N] [--limit N] [--systems ...] \
-        [--ingest model|offline] [--full-max-tokens 6000] [--out replies.jsonl]
-    python bench/memory_qa.py --locomo PATH/locomo10.json --conversations 2 \
-        --categories 1,2,3,4 [--questions-per-history 20]
-
-Each history is replayed through the product as it is used: one session per history
-session, the turns stored as messages with their roles (replayed, not generated), the
-evaluation triggers fired as the product fires them (the ten-message heartbeat after
-each stored message, the exit trigger at each session's end; run at once in this process
-instead of on a timer thread), so drift forks, summaries and promotion happen through the
-configured model. Each session, its topics and messages then get the history's date.
-``--ingest offline`` runs that pipeline with the offline model (model-free drift, the
-fallback summaries) while the questions still go to the configured model: for sets too
-long to ingest through a slow model, and said in the output.
-
-Each question is then asked, as a user turn in a new session, to four systems, with the
-same answer model:
-
-* ``driftless``: a new session of the history's own scope, through the real turn path
-  (memory/actions/turn.py) with every built-in tool (``recall`` included);
-* ``none``: the same turn path in a new scope (a fresh user): no memory;
-* ``full``: one call with every turn of every session in the system prompt, dated, the
-  oldest turns cut past ``--full-max-tokens`` (approximate tokens: the model's context);
-* ``retrieval``: one call with the raw turns (user and assistant) the product's full-text
-  index ranks first for the question (memory/stores/recall_ranking.py's terms and index: BM25 on
-  SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the size of
-  Driftless's largest request on that same question (approximate tokens, its tools'
-  schemas included: the context it filled; a tool round re-sends that request plus the
-  results, mostly from the provider's cache), or ``--retrieval-tokens`` when Driftless
-  does not run.
-
-A reply is right when it holds the gold answer or one of its ``accept`` alternatives
-after normalization (case, accents, punctuation, English articles); ``abstain`` questions
-(gold "unknown") are right when the reply says it does not know. Token-overlap F1 is
-printed beside it. The endpoint comes from ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` /
-``DRIFTLESS_MODEL`` as in the app (the offline model when neither is set); the bench
-makes its own SQLite database unless ``DATABASE_URL`` names one.
-
-It prints one table (per system: accuracy, F1, prompt tokens per question as the provider
-counted them, the share it served from its prompt cache, failed calls, and accuracy per
-kind), the ingestion's model calls, tokens and time, the targets of issue 22, and a last
-JSON line::
-
-    {"bench": "memory_qa", "systems": {"driftless": {"accuracy": …, "f1": …,
-     "prompt_tokens_per_question": …}, "none": {…}, "full": {…}, "retrieval": {…}},
-     "by_kind": {…}, "targets": {…}, "ok": …}
-
-It exits 1 when a target is missed: Driftless right at least 1.5x as often as no memory,
-at least as often as retrieval, at least 90 % of full history's accuracy with at most 25 %
-of its prompt tokens per question, and ``update`` questions at least 70 % as often as
-``fact`` questions (when both kinds are asked).
-"""
+"""The memory QA harness that ``python -m bench.memory_qa`` and its variants share (see
+bench/memory_qa/__main__.py): the product with every model call recorded, the histories
+replayed into a scope, the systems' questions asked, and the scoring summed up."""
 
 from __future__ import annotations
 
@@ -62,27 +8,17 @@ import argparse
 import json
 import os
 import random
-import shutil
-import signal
-import sys
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from memory_qa_data import (  # noqa: E402  (needs the sys.path lines above)
-    LOCOMO_KINDS,
+from bench.common import setup_django
+from bench.memory_qa.data import (
     History,
     Question,
     load_histories,
     load_locomo,
-    score_reply,
 )
 
 SYSTEMS = ("none", "retrieval", "full", "driftless")
@@ -192,7 +128,7 @@ def install_recorder(ledger: Ledger, pending: list) -> None:
 
     for module in (memory.actions.turn, memory.actions.summarize, memory.drift.llm):
         module.get_chat_model = recorded
-    memory.actions.scheduling._start_in_background = lambda **kwargs: pending.append(kwargs)
+    memory.actions.scheduling.set_background_starter(lambda **kwargs: pending.append(kwargs))
 
 
 def drain(pending: list) -> list[str]:
@@ -398,46 +334,6 @@ class Scored:
     question: Question
 
 
-def run_history(history: History, number: int, args, ledger: Ledger, pending: list) -> tuple:
-    """Ingest one history, then ask its questions to every system; the scored replies and
-    the ingestion's figures."""
-    agent, user, stranger = make_scope(f"{number}-{history.id}")
-    ledger.phase = "ingest"
-    start, started = len(ledger.calls), time.perf_counter()
-    ingestion = ingest(history, agent=agent, user=user, pending=pending)
-    ingestion["seconds"] = time.perf_counter() - started
-    calls = ledger.since(start)
-    ingestion["model_calls"] = len(calls)
-    ingestion["estimated_tokens"] = sum(call.estimated for call in calls)
-    scored: list[Scored] = []
-    budgets: dict[int, int] = {}
-    full, cut = full_context(history, max_tokens=args.full_max_tokens)
-    ingestion["full_turns_cut"] = cut
-    for system in ("driftless", "retrieval", "full", "none"):  # each system's calls in a row
-        if system not in args.systems:
-            continue
-        ledger.phase = system
-        for index, question in enumerate(history.questions):
-            if system == "driftless":
-                answer = ask_product(user=user, agent=agent, question=question, ledger=ledger)
-                budgets[index] = max((call.estimated for call in answer.calls), default=0)
-            elif system == "none":
-                answer = ask_product(user=stranger, agent=agent, question=question, ledger=ledger)
-            elif system == "full":
-                answer = ask_plain(context=full, question=question, ledger=ledger)
-            else:
-                budget = budgets.get(index, args.retrieval_tokens)
-                context, k = retrieval_context(
-                    user=user, agent=agent, question=question, budget=budget
-                )
-                answer = ask_plain(context=context, question=question, ledger=ledger)
-                answer.detail = f"k={k}"
-            right, f1 = score_reply(question, answer.reply)
-            scored.append(Scored(history.id, question.kind, system, right, f1, answer, question))
-            drain(pending)  # nothing should be due; never leave a timer behind
-    return scored, ingestion
-
-
 def summarize(scored: list[Scored], systems: tuple[str, ...]) -> dict:
     by_system: dict[str, list[Scored]] = defaultdict(list)
     for row in scored:
@@ -480,92 +376,6 @@ def by_kind(scored: list[Scored]) -> dict:
     }
 
 
-def check_targets(systems: dict, kinds: dict) -> dict:
-    """Issue 22's targets, each with its figures; None where a system did not run. A
-    Driftless that answers nothing right meets none of them (0 >= 0.9 x 0 says nothing)."""
-    targets: dict[str, dict] = {}
-    d, none, full, retr = (systems.get(name) for name in ("driftless", "none", "full", "retrieval"))
-    if d and none:
-        targets["vs_none"] = {
-            "need": "driftless right >= 1.5 x none",
-            "ok": d["right"] >= 1.5 * none["right"] and d["right"] > 0,
-        }
-    if d and retr:
-        targets["vs_retrieval"] = {
-            "need": "driftless accuracy >= retrieval accuracy",
-            "ok": d["accuracy"] >= retr["accuracy"] and d["right"] > 0,
-        }
-    if d and full:
-        share = (
-            d["prompt_tokens_per_question"] / full["prompt_tokens_per_question"]
-            if full["prompt_tokens_per_question"]
-            else 0.0
-        )
-        targets["vs_full"] = {
-            "need": "driftless accuracy >= 0.9 x full, with <= 25 % of its prompt tokens",
-            "ratio": round(d["accuracy"] / full["accuracy"], 3) if full["accuracy"] else None,
-            "token_share": round(share, 3),
-            "ok": d["accuracy"] >= 0.9 * full["accuracy"] and share <= 0.25 and d["right"] > 0,
-        }
-    fact, update = kinds.get("fact", {}).get("driftless"), kinds.get("update", {}).get("driftless")
-    if fact and update:
-        targets["update_vs_fact"] = {
-            "need": "driftless update accuracy >= 0.7 x fact accuracy",
-            "ok": update["accuracy"] >= 0.7 * fact["accuracy"] and fact["accuracy"] > 0,
-        }
-    return targets
-
-
-def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dict, args) -> None:
-    names = [name for name in SYSTEMS if name in systems]
-    kind_names = list(kinds)
-    header = ["system", "right", "accuracy", "F1", "prompt tok/q", "cached", "calls/q", "fail"]
-    header += kind_names
-    rows = []
-    for name in names:
-        row = systems[name]
-        cells = [
-            name,
-            f"{row['right']}/{row['questions']}",
-            f"{100 * row['accuracy']:.1f} %",
-            f"{row['f1']:.3f}",
-            f"{row['prompt_tokens_per_question']:,.0f}",
-            f"{100 * row['cached_share']:.0f} %",
-            f"{row['calls_per_question']:.2f}",
-            str(row["failures"]),
-        ]
-        for kind in kind_names:
-            entry = kinds[kind].get(name)
-            cells.append(f"{100 * entry['accuracy']:.0f} %" if entry else "-")
-        rows.append(cells)
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
-    for cells in rows:
-        print("  ".join(str(c).rjust(w) for c, w in zip(cells, widths, strict=True)))
-    counts = ", ".join(
-        f"{kind} {next(iter(kinds[kind].values()))['questions']}" for kind in kind_names
-    )
-    print(f"questions per kind: {counts}")
-    total = {
-        key: sum(item[key] for item in ingestion)
-        for key in ("sessions", "messages", "topics", "promoted", "forks", "model_calls")
-    }
-    seconds = sum(item["seconds"] for item in ingestion)
-    tokens = sum(item["estimated_tokens"] for item in ingestion)
-    cut = sum(item["full_turns_cut"] for item in ingestion)
-    print(
-        f"ingestion ({'offline' if args.ingest == 'offline' else 'configured'} model): "
-        f"{total['sessions']} sessions, {total['messages']} "
-        f"messages -> {total['topics']} topics ({total['forks']} forks, {total['promoted']} "
-        f"promoted); {total['model_calls']} model calls, ~{tokens:,} prompt tokens, "
-        f"{seconds:.0f} s; full history cut {cut} oldest turns (--full-max-tokens "
-        f"{args.full_max_tokens})"
-    )
-    for name, target in targets.items():
-        figures = {k: v for k, v in target.items() if k not in ("need", "ok")}
-        print(f"target {name}: {'met' if target['ok'] else 'MISSED'} ({target['need']}) {figures}")
-
-
 def select(histories: list[History], args) -> list[History]:
     if args.ids:
         wanted = args.ids.split(",")
@@ -602,12 +412,7 @@ def configure(workdir: str) -> None:
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
     os.environ.setdefault("DEBUG", "false")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_django(migrate=True)
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -626,99 +431,6 @@ def load_source(args: argparse.Namespace) -> list[History]:
     return load_locomo(args.locomo, conversations=args.conversations, categories=categories)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_source_arguments(parser)
-    parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
-    parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
-    parser.add_argument("--questions-per-history", type=int, default=0)
-    parser.add_argument("--limit", type=int, default=0, help="at most N questions in all")
-    parser.add_argument("--seed", type=int, default=22, help="for --questions-per-history")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--ingest", choices=("model", "offline"), default="model")
-    parser.add_argument("--full-max-tokens", type=int, default=6000)
-    parser.add_argument("--retrieval-tokens", type=int, default=1500)
-    parser.add_argument("--out", help="write every reply, scored, to this JSON Lines file")
-    args = parser.parse_args(argv)
-    args.systems = tuple(s for s in SYSTEMS if s in args.systems.split(","))
-    if not args.systems:
-        parser.error(f"--systems: choose among {', '.join(SYSTEMS)}")
-    return args
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    histories = select(load_source(args), args)
-    workdir = tempfile.mkdtemp(prefix="bench-memory-qa-")
-    started = time.perf_counter()
-    try:
-        configure(workdir)
-        from django.conf import settings
-
-        from memory.llm import get_chat_model
-
-        ledger, pending = Ledger(offline_ingest=args.ingest == "offline"), []
-        install_recorder(ledger, pending)
-        scored, ingestion, done = [], [], []
-        signal.signal(signal.SIGTERM, _interrupt)  # ``timeout`` stops a slow run: report it
-        try:
-            for number, history in enumerate(histories):
-                rows, figures = run_history(history, number, args, ledger, pending)
-                scored += rows
-                ingestion.append(figures)
-                done.append(history)
-                print(
-                    f"history {history.id}: {len(history.questions)} questions, "
-                    f"{time.perf_counter() - started:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        except KeyboardInterrupt:
-            print(f"interrupted: reporting the {len(done)} histories done", file=sys.stderr)
-        interrupted = len(done) < len(histories)
-        histories = done
-        model = get_chat_model("chat").name
-        detector = settings.DRIFT_DETECTOR
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    systems, kinds = summarize(scored, args.systems), by_kind(scored)
-    targets = check_targets(systems, kinds)
-    source = args.data or f"LoCoMo ({len(histories)} conversations, categories {args.categories})"
-    if interrupted:
-        source += " (INTERRUPTED: only the histories done)"
-    print(
-        f"memory QA: {source}; {len(histories)} histories, "
-        f"{sum(len(h.questions) for h in histories)} questions; answer model {model}; "
-        f"drift detector {detector}; {time.perf_counter() - started:.0f} s"
-    )
-    print_report(systems, kinds, ingestion, targets, args)
-    if args.out:
-        write_replies(args.out, scored)
-    ok = all(target["ok"] for target in targets.values())
-    print(
-        json.dumps(
-            {
-                "bench": "memory_qa",
-                "data": source,
-                "model": model,
-                "ingest": args.ingest,
-                "questions": sum(len(h.questions) for h in histories),
-                "systems": systems,
-                "by_kind": kinds,
-                "ingestion": ingestion,
-                "targets": targets,
-                "ok": ok,
-            },
-            ensure_ascii=False,
-        )
-    )
-    return 0 if ok and not interrupted else 1
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def write_replies(path: str, scored: list[Scored]) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for row in scored:
@@ -735,10 +447,3 @@ def write_replies(path: str, scored: list[Scored]) -> None:
                 "failed": row.answer.failed,
             }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
-__all__ = ["LOCOMO_KINDS", "main"]

@@ -1,4 +1,4 @@
-"""A recording pass-through in front of an OpenAI-compatible endpoint, for bench/real_model.py.
+"""A recording pass-through in front of an OpenAI-compatible endpoint, for bench.real_model.
 
 The product talks to this proxy exactly as it would to the endpoint (streamed answers are
 passed on line by line as they arrive); for every chat completion it records what kind of

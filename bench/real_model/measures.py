@@ -1,4 +1,4 @@
-"""The drift and time-to-first-token parts of bench/real_model.py (see its docstring)."""
+"""The drift and time-to-first-token parts of bench.real_model (see its docstring)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REQUEST_TIMEOUT = 1800.0
 
 
@@ -26,9 +26,9 @@ DRIFT_IDS += ("product-test-28", "product-test-31")
 
 
 def run_drift(ids: list[str], interval: int) -> dict:
-    import drift_quality as dq
     from django.conf import settings
 
+    from bench import drift_quality as dq
     from memory.drift.detectors import get_detector
     from memory.drift.llm import LLMDriftDetector
     from memory.llm import get_chat_model
@@ -110,7 +110,7 @@ def first_token_seconds(upstream: str, messages: list[dict], *, cache: bool) -> 
 
 
 def cache_conversation(turns: int) -> list[dict]:
-    import drift_quality as dq
+    from bench import drift_quality as dq
 
     messages: list[dict] = []
     for dialogue in dq.load_dialogues(ROOT / "bench" / "data" / "product-test.jsonl"):
