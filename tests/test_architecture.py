@@ -154,7 +154,17 @@ def test_no_function_is_longer_than_the_limit():
 # that opens it (a declaration's or a method's ``) {``, an arrow's ``=> {`` or ``=> (``) to
 # the one that closes it. ``if (...) {`` and the other statements are not functions.
 
-WORDS_BEFORE_AN_EXPRESSION = {"return", "typeof", "case", "in", "of", "delete", "void", "throw", "new"}
+WORDS_BEFORE_AN_EXPRESSION = {
+    "return",
+    "typeof",
+    "case",
+    "in",
+    "of",
+    "delete",
+    "void",
+    "throw",
+    "new",
+}
 KEYWORDS_NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "with"}
 IDENT = re.compile(r"[A-Za-z_$][\w$]*$")
 
@@ -233,6 +243,7 @@ def js_function_lengths(text):
     stack = []  # (bracket, name or None when not a function, first line)
     prev = prev_word = None  # the last token, the last word
     closed_owner = None  # the word before the "(" that the last ")" closed
+    arrow_owner = None  # the name of the arrow function whose "=>" came last
     for kind, value, line in js_tokens(text):
         if kind in ("(", "{", "["):
             name = None
@@ -278,7 +289,7 @@ def test_the_script_function_checker_finds_a_long_function():
         "// a comment with { a brace\n"
         "export function createLong({ root }) {\n"
         f"{body}\n"
-        "  const s = \"}\" + `${root} }` + /[{]/.source;\n"
+        '  const s = "}" + `${root} }` + /[{]/.source;\n'
         "  if (root) {\n    root.x = 1;\n  }\n"
         "  const api = {\n    render(list) {\n      return list;\n    },\n"
         "    arrow: () => (\n      1\n    ),\n  };\n"
@@ -286,7 +297,7 @@ def test_the_script_function_checker_finds_a_long_function():
         "}\n"
     )
     found = {name: lines for name, _, lines in js_function_lengths(text)}
-    assert found["createLong"] == 85 + 13
+    assert found["createLong"] == 85 + 15
     assert found["render"] == 3
     assert found["arrow"] == 3
     assert "if" not in found
