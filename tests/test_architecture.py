@@ -257,7 +257,7 @@ def js_function_lengths(text):
             stack.append((kind, name, line, owner))
         elif kind in (")", "}", "]"):
             if not stack:
-                continue
+                raise ValueError(f"line {line}: {value} closes nothing (the scanner misread)")
             opened, name, first, owner = stack.pop()
             if name is not None:
                 found.append((name, first, line - first + 1))
@@ -268,6 +268,8 @@ def js_function_lengths(text):
         if kind == "word":
             prev_word = value
         prev = kind
+    if stack:
+        raise ValueError(f"line {stack[-1][2]}: {stack[-1][0]} never closed (the scanner misread)")
     return found
 
 
@@ -301,3 +303,5 @@ def test_the_script_function_checker_finds_a_long_function():
     assert found["render"] == 3
     assert found["arrow"] == 3
     assert "if" not in found
+    with pytest.raises(ValueError):  # a misread file fails loudly, never passes unmeasured
+        js_function_lengths("function f() {\n  return 1;\n")
