@@ -8,6 +8,7 @@ inside functions included: a cycle hidden by a function-level import is still a 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,162 @@ def test_the_benches_set_up_through_one_path():
         if needle in path.read_text() and path.name != "common.py"
     ]
     assert found == []
+
+
+# --- the same function rule over static/js ------------------------------------------------
+# No JS parser is installed, so a small scanner finds function bodies: it skips strings,
+# template literals, comments and regular expressions, and counts a body from the bracket
+# that opens it (a declaration's or a method's ``) {``, an arrow's ``=> {`` or ``=> (``) to
+# the one that closes it. ``if (...) {`` and the other statements are not functions.
+
+WORDS_BEFORE_AN_EXPRESSION = {
+    "return",
+    "typeof",
+    "case",
+    "in",
+    "of",
+    "delete",
+    "void",
+    "throw",
+    "new",
+}
+KEYWORDS_NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "with"}
+IDENT = re.compile(r"[A-Za-z_$][\w$]*$")
+
+
+def is_operand(token):
+    """A "/" after this token divides; after anything else it opens a regular expression."""
+    if token in (")", "]", "str", "regex"):
+        return True
+    return bool(re.fullmatch(r"[\w$]+", token)) and token not in WORDS_BEFORE_AN_EXPRESSION
+
+
+def js_tokens(text):
+    """(kind, value, line) for the tokens that matter: brackets, "=>", words; strings,
+    template literals, comments and regular expressions skipped (their brackets do not count)."""
+    i, line, n = 0, 1, len(text)
+    prev = ""  # the last significant token, to tell a regex from a division
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            i += 1
+        elif ch.isspace():
+            i += 1
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            line += text.count("\n", i, end)
+            i = end
+        elif ch in "\"'`":
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" else 1
+            # A template's ${...} may hold braces; they balance, so skipping them is safe.
+            line += text.count("\n", i, j)
+            i = j + 1
+            prev = "str"
+        elif ch == "/" and not is_operand(prev):
+            j = i + 1
+            in_class = False
+            while j < n and (text[j] != "/" or in_class) and text[j] != "\n":
+                if text[j] == "\\":
+                    j += 1
+                elif text[j] == "[":
+                    in_class = True
+                elif text[j] == "]":
+                    in_class = False
+                j += 1
+            i = j + 1
+            prev = "regex"
+        elif text.startswith("=>", i):
+            yield ("=>", "=>", line)
+            prev = "=>"
+            i += 2
+        elif ch in "(){}[]":
+            yield (ch, ch, line)
+            prev = ch
+            i += 1
+        elif ch.isalnum() or ch in "_$":
+            m = re.compile(r"[\w$]+").match(text, i)
+            yield ("word", m.group(), line)
+            prev = m.group()
+            i = m.end()
+        else:
+            prev = ch
+            i += 1
+
+
+def js_function_lengths(text):
+    """[(name, first line, lines)] for every function body in a script: a declaration's or a
+    method's braces, an arrow's braces or parenthesized expression. A function's lines include
+    those of the functions inside it, as the Python rule counts them."""
+    found = []
+    stack = []  # (bracket, name or None when not a function, first line)
+    prev = prev_word = None  # the last token, the last word
+    closed_owner = None  # the word before the "(" that the last ")" closed
+    arrow_owner = None  # the name of the arrow function whose "=>" came last
+    for kind, value, line in js_tokens(text):
+        if kind in ("(", "{", "["):
+            name = None
+            if kind == "{" and prev == "=>":
+                name = arrow_owner
+            elif kind == "{" and prev == ")" and closed_owner not in KEYWORDS_NOT_FUNCTIONS:
+                name = closed_owner or "function"
+            elif kind == "(" and prev == "=>":
+                name = arrow_owner
+            owner = prev_word if prev == "word" else None
+            stack.append((kind, name, line, owner))
+        elif kind in (")", "}", "]"):
+            if not stack:
+                raise ValueError(f"line {line}: {value} closes nothing (the scanner misread)")
+            opened, name, first, owner = stack.pop()
+            if name is not None:
+                found.append((name, first, line - first + 1))
+            if kind == ")":
+                closed_owner = owner
+        elif kind == "=>":
+            arrow_owner = (closed_owner if prev == ")" else prev_word) or "arrow"
+        if kind == "word":
+            prev_word = value
+        prev = kind
+    if stack:
+        raise ValueError(f"line {stack[-1][2]}: {stack[-1][0]} never closed (the scanner misread)")
+    return found
+
+
+def test_no_script_function_is_longer_than_the_limit():
+    long = {
+        f"static/js/{path.name}:{name}:{first}": lines
+        for path in sorted((ROOT / "static" / "js").glob("*.js"))
+        for name, first, lines in js_function_lengths(path.read_text())
+        if lines > MAX_FUNCTION_LINES
+    }
+    assert long == {}
+
+
+def test_the_script_function_checker_finds_a_long_function():
+    """The check above can fail: a long factory, its methods and arrows are measured, and
+    braces in strings, templates, regular expressions and comments do not count."""
+    body = "\n".join(f"  const v{i} = {i};" for i in range(85))
+    text = (
+        "// a comment with { a brace\n"
+        "export function createLong({ root }) {\n"
+        f"{body}\n"
+        '  const s = "}" + `${root} }` + /[{]/.source;\n'
+        "  if (root) {\n    root.x = 1;\n  }\n"
+        "  const api = {\n    render(list) {\n      return list;\n    },\n"
+        "    arrow: () => (\n      1\n    ),\n  };\n"
+        "  return api;\n"
+        "}\n"
+    )
+    found = {name: lines for name, _, lines in js_function_lengths(text)}
+    assert found["createLong"] == 85 + 15
+    assert found["render"] == 3
+    assert found["arrow"] == 3
+    assert "if" not in found
+    with pytest.raises(ValueError):  # a misread file fails loudly, never passes unmeasured
+        js_function_lengths("function f() {\n  return 1;\n")

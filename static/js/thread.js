@@ -12,294 +12,187 @@
  *
  * Order is kept by construction: the user's message (even while it is on its way) always
  * comes before the reply that streams for it, whatever arrives first.
+ *
+ * Here: the thread's state and what it does with a message. Beside it: thread-rows.js (the
+ * rows and their order), thread-stream.js (deltas into the reply), thread-tools.js (tool
+ * calls) and thread-actions.js (copy, regenerate, edit).
  */
-import { el, icon, copyText, announce } from "./util.js";
-import { showRendered, showStreaming } from "./render.js";
+import { el } from "./util.js";
+import { showRendered } from "./render.js";
+import { toolChip, showResult, resultAlone } from "./thread-tools.js";
+import { keepScrolled, add, openGroup, userNode, failureCard, emptyState, headButton, workingNode } from "./thread-rows.js";
+import { addDelta, dropStream, takeStream, endStream } from "./thread-stream.js";
+import { refreshActions } from "./thread-actions.js";
 
-const NEAR_BOTTOM_PX = 140;
-// The server sends reply text in batches (at most one event per ~100 ms): each batch is
-// revealed over about this many animation frames, so the text flows as it did token by
-// token while the next batch is on its way.
-const REVEAL_FRAMES = 6;
+function fillPart(t, part, mdNode, message) {
+  if (message.content) showRendered(mdNode, message.content_html, message.content);
+  else mdNode.remove();
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  if (calls.length) part.append(el("div", { class: "tools" }, calls.map((call) => toolChip(call, t.chips))));
+  if (message.stopped) part.append(el("p", { class: "stopped-note", text: message.content ? "Stopped" : "Stopped before the reply began" }));
+  part.dataset.messageId = String(message.id);
+}
 
-function parseJson(text) {
-  if (typeof text !== "string") return text;
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    return undefined;
+function addAssistant(t, message) {
+  let part;
+  let mdNode;
+  if (t.stream) {
+    ({ part, mdNode } = takeStream(t));
+  } else {
+    mdNode = el("div", { class: "md" });
+    part = el("div", { class: "part" }, mdNode);
+    openGroup(t).body.append(part);
+  }
+  fillPart(t, part, mdNode, message);
+  return part;
+}
+
+function addToolResult(t, message) {
+  const chip = t.chips.get(message.tool_call_id);
+  if (chip) {
+    showResult(chip, message);
+    return null;
+  }
+  // Its call is in another topic (a fork moved it) or on an earlier page: the result alone.
+  const part = el("div", { class: "part" }, el("div", { class: "tools" }, resultAlone(message, t.chips)));
+  openGroup(t).body.append(part);
+  return part;
+}
+
+function addUser(t, message) {
+  let node;
+  if (t.pending && t.pending.content === message.content) {
+    node = t.pending.node;
+    node.classList.remove("is-pending");
+    t.pending = null;
+  } else {
+    node = userNode(t, message.content);
+  }
+  // Before a reply already streaming for it (a fork's events may overtake it).
+  add(t, node, { beforeStream: true });
+  return node;
+}
+
+function place(t, message, { live = true } = {}) {
+  if (message.id && t.rendered.has(message.id)) return;
+  let node = null;
+  if (message.role === "user") {
+    node = addUser(t, message);
+  } else if (message.role === "assistant") {
+    node = addAssistant(t, message);
+  } else if (message.role === "tool") {
+    node = addToolResult(t, message);
+  } else if (message.role === "error") {
+    if (live) return; // a live failure arrives as turn.error, with its Retry
+    node = failureCard(t, message.content, false);
+    node.classList.add("past-failure");
+    add(t, node);
+  }
+  if (message.id) {
+    if (node) t.rendered.set(message.id, node);
+    t.messages.push(message);
   }
 }
 
-function pretty(value) {
-  const parsed = parseJson(value);
-  if (parsed === undefined) return String(value == null ? "" : value);
-  return typeof parsed === "string" ? parsed : JSON.stringify(parsed, null, 2);
+function clear(t, readOnly) {
+  t.readOnly = readOnly;
+  t.root.replaceChildren();
+  t.rendered.clear();
+  t.chips.clear();
+  t.messages = [];
+  t.group = null;
+  t.failure = null;
 }
 
-const asObject = (value) => {
-  const parsed = parseJson(value);
-  return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
-};
-
-export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, onLoadEarlier, onRegenerate, onEdit }) {
-  const rendered = new Map(); // message id -> node
-  const chips = new Map(); // tool call id -> chip parts
-  let group = null; // the open assistant row { node, body }
-  let stream = null; // { turnId, part, mdNode, text, shown, frame, group }
-  let working = null;
-  let failure = null;
-  let pending = null; // the user's message on its way: { content, node }
-  let messages = []; // what is shown, in order (for the actions on the last ones)
-  let readOnly = false;
-  let busy = false; // a turn is running: no regenerate or edit meanwhile
-  const initial = (agentName || "?").trim().charAt(0).toUpperCase();
-
-  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < NEAR_BOTTOM_PX;
-
-  function keepScrolled(change, force) {
-    const stick = force || nearBottom();
-    change();
-    if (stick) scroller.scrollTop = scroller.scrollHeight;
+/** Show a topic's messages (the options are those of the thread's render, below). */
+function render(t, list, { previous = null, readOnly = false, earlier = false, keepScroll = false, keepStream = true } = {}) {
+  const { root, scroller } = t;
+  if (!keepStream || readOnly) dropStream(t);
+  const live = t.stream ? t.stream.group.node : null;
+  const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+  clear(t, readOnly);
+  const head = headButton(t, earlier, previous);
+  if (head) root.append(head);
+  // A topic that ends in a failure offers Retry, as it did when the turn failed.
+  const last = list[list.length - 1];
+  const retryable = !readOnly && last !== undefined && last.role === "error";
+  (retryable ? list.slice(0, -1) : list).forEach((message) => place(t, message, { live: false }));
+  if (t.pending && !readOnly) root.append(t.pending.node);
+  else t.pending = null;
+  if (live) {
+    root.append(live);
+    t.group = t.stream.group;
   }
-
-  /** Append before the live reply, the working indicator and the failure card, which stay last. */
-  function add(node, { beforeStream = false } = {}) {
-    root.querySelector(".empty-thread")?.remove();
-    const live = beforeStream && stream && stream.group.node.parentNode === root ? stream.group.node : null;
-    const anchor = live || [working, failure].find((n) => n && n.parentNode === root) || null;
-    root.insertBefore(node, anchor);
+  if (retryable) {
+    t.failure = failureCard(t, last.content, true);
+    root.append(t.failure);
   }
+  if (!list.length && !live && !t.pending) root.append(emptyState(t.agentName));
+  if (t.working && !readOnly) root.append(t.working);
+  refreshActions(t);
+  scroller.scrollTop = keepScroll ? scroller.scrollHeight - fromBottom : scroller.scrollHeight;
+  if (keepScroll) (root.querySelector(".load-earlier") || root).focus({ preventScroll: true });
+}
 
-  function openGroup() {
-    if (group && group.node.parentNode === root) return group;
-    const body = el("div", { class: "body" }, el("span", { class: "visually-hidden", text: agentName + " said:" }));
-    const node = el("div", { class: "msg msg-assistant" }, el("div", { class: "avatar", "aria-hidden": "true", text: initial }), body);
-    add(node);
-    group = { node, body };
-    return group;
-  }
-
-  function userNode(content) {
-    group = null;
-    const bubble = el("div", { class: "bubble", text: content });
-    const node = el("div", { class: "msg msg-user" }, el("span", { class: "visually-hidden", text: "You said:" }), bubble);
-    return node;
-  }
-
-  /** A tool call: what it is doing; the call and its result (JSON) behind a disclosure. */
-  function toolChip(call) {
-    const fn = call.function || {};
-    const name = fn.name || call.name || "tool";
-    const args = fn.arguments !== undefined ? fn.arguments : call.arguments;
-    const sentence = el("span", { class: "tool-brief", text: "Using " + name + "…" });
-    const status = el("span", { class: "tool-status", text: "running" });
-    const result = el("pre");
-    const resultBox = el("div", { hidden: true }, el("h4", { text: "Result" }), result);
-    const node = el(
-      "details",
-      { class: "tool" },
-      el("summary", {}, icon("chevron-right", "chev"), sentence, status),
-      el("div", { class: "tool-detail" }, el("h4", { text: "Call: " + name }), el("pre", { text: pretty(args || "{}") }), resultBox)
-    );
-    if (call.id) chips.set(call.id, { name, args, sentence, status, result, resultBox });
-    return node;
-  }
-
-  function showResult(chip, message) {
-    const content = message.content;
-    chip.sentence.textContent = message.tool_sentence;
-    const failed = "error" in asObject(content);
-    chip.status.textContent = failed ? "failed" : "done";
-    chip.status.classList.add(failed ? "failed" : "done");
-    chip.result.textContent = pretty(content);
-    chip.resultBox.hidden = false;
-  }
-
-  function fillPart(part, mdNode, message) {
-    if (message.content) showRendered(mdNode, message.content_html, message.content);
-    else mdNode.remove();
-    const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
-    if (calls.length) part.append(el("div", { class: "tools" }, calls.map(toolChip)));
-    if (message.stopped) part.append(el("p", { class: "stopped-note", text: message.content ? "Stopped" : "Stopped before the reply began" }));
-    part.dataset.messageId = String(message.id);
-  }
-
-  function addAssistant(message) {
-    let part;
-    let mdNode;
-    if (stream) {
-      ({ part, mdNode } = stream);
-      cancelAnimationFrame(stream.frame);
-      part.classList.remove("is-streaming");
-      stream.group.node.removeAttribute("aria-busy");
-      group = stream.group;
-      stream = null;
-    } else {
-      mdNode = el("div", { class: "md" });
-      part = el("div", { class: "part" }, mdNode);
-      openGroup().body.append(part);
-    }
-    fillPart(part, mdNode, message);
-    return part;
-  }
-
-  function addToolResult(message) {
-    const chip = chips.get(message.tool_call_id);
-    if (chip) {
-      showResult(chip, message);
-      return null;
-    }
-    // Its call is in another topic (a fork moved it) or on an earlier page: the result alone.
-    const node = toolChip({ id: "", name: message.tool_name || "tool", arguments: "" });
-    const alone = { name: message.tool_name || "tool", args: "", sentence: node.querySelector(".tool-brief"), status: node.querySelector(".tool-status"), result: el("pre"), resultBox: el("div") };
-    node.querySelector(".tool-detail").replaceChildren(el("h4", { text: "Result" }), alone.result);
-    showResult(alone, message);
-    const part = el("div", { class: "part" }, el("div", { class: "tools" }, node));
-    openGroup().body.append(part);
-    return part;
-  }
-
-  function failureCard(text, retryable) {
-    group = null;
-    const card = el("div", { class: "failure", role: "alert" }, el("span", { class: "why", text: "The reply failed: " + text }));
-    if (retryable) card.append(el("button", { type: "button", class: "btn btn-small", onclick: () => onRetry() }, "Retry"));
-    return card;
-  }
-
-  function place(message, { live = true } = {}) {
-    if (message.id && rendered.has(message.id)) return;
-    let node = null;
-    if (message.role === "user") {
-      if (pending && pending.content === message.content) {
-        node = pending.node;
-        node.classList.remove("is-pending");
-        pending = null;
-      } else {
-        node = userNode(message.content);
-      }
-      // Before a reply already streaming for it (a fork's events may overtake it).
-      add(node, { beforeStream: true });
-    } else if (message.role === "assistant") {
-      node = addAssistant(message);
-    } else if (message.role === "tool") {
-      node = addToolResult(message);
-    } else if (message.role === "error") {
-      if (live) return; // a live failure arrives as turn.error, with its Retry
-      node = failureCard(message.content, false);
-      node.classList.add("past-failure");
-      add(node);
-    }
-    if (message.id) {
-      if (node) rendered.set(message.id, node);
-      messages.push(message);
+/** Take messages out (a reply replaced by a regenerated one). */
+function remove(t, ids) {
+  for (const id of ids) {
+    const node = t.rendered.get(id);
+    t.rendered.delete(id);
+    t.messages = t.messages.filter((message) => message.id !== id);
+    if (!node) continue;
+    const row = node.closest(".msg");
+    node.remove();
+    if (row && row.classList.contains("msg-assistant") && !row.querySelector(".part")) {
+      row.remove();
+      if (t.group && t.group.node === row) t.group = null;
     }
   }
+  refreshActions(t);
+}
 
-  // --- the actions on a message ------------------------------------------------------------
-
-  /** The final reply shown last and the user message it answers, when they are the topic's last. */
-  function lastExchange() {
-    const last = messages[messages.length - 1];
-    const lastUser = [...messages].reverse().find((message) => message.role === "user") || null;
-    const reply = last && last.role === "assistant" && !(last.tool_calls || []).length ? last : null;
-    return { lastUser, reply };
+/** true: the agent is working (dots until text streams); a string: what it is doing. */
+function setWorking(t, state) {
+  const label = typeof state === "string" ? state : t.agentName + " is thinking…";
+  const wasBusy = t.busy;
+  t.busy = Boolean(state);
+  if (wasBusy !== t.busy) refreshActions(t);
+  const show = Boolean(state) && !t.stream;
+  if (!show) {
+    t.working?.remove();
+    t.working = null;
+    return;
   }
-
-  function actionButton(label, name, onclick) {
-    return el("button", { type: "button", class: "btn btn-quiet btn-small msg-action", "aria-label": label, title: label, onclick }, icon(name), el("span", { class: "label", text: label.split(" ")[0] }));
+  if (!t.working) {
+    t.working = workingNode();
+    keepScrolled(t, () => t.root.append(t.working));
   }
+  t.working.querySelector(".label").textContent = label;
+}
 
-  function flash(button, text) {
-    const label = button.querySelector(".label");
-    const before = label.textContent;
-    label.textContent = text;
-    setTimeout(() => (label.textContent = before), 1500);
-  }
+function addPending(t, content) {
+  const node = userNode(t, content);
+  node.classList.add("is-pending");
+  t.pending = { content, node };
+  keepScrolled(t, () => add(t, node, { beforeStream: true }), true);
+}
 
-  /** Copy on every message; Regenerate on the last reply; Edit on your last message. */
-  function refreshActions() {
-    for (const bar of root.querySelectorAll(".msg-actions")) bar.remove();
-    const { lastUser, reply } = lastExchange();
-    for (const message of messages) {
-      const node = rendered.get(message.id);
-      if (!node || !node.isConnected || !(message.role === "user" || (message.role === "assistant" && message.content))) continue;
-      const copy = actionButton(message.role === "user" ? "Copy your message" : "Copy the reply", "copy", async () => {
-        const ok = await copyText(message.content);
-        flash(copy, ok ? "Copied" : "Copy failed");
-        announce(ok ? "Copied." : "Could not copy.");
-      });
-      const bar = el("div", { class: "msg-actions" }, copy);
-      if (!readOnly && !busy && reply && message === reply && onRegenerate) {
-        bar.append(actionButton("Regenerate the reply", "retry", () => onRegenerate(reply)));
-      }
-      if (!readOnly && !busy && lastUser && message === lastUser && onEdit) {
-        bar.append(actionButton("Edit and resend", "edit", () => startEdit(message, node)));
-      }
-      node.append(bar);
-    }
-  }
+/** The message never reached the server: take it back (for the composer). */
+function takeBackPending(t) {
+  if (!t.pending) return null;
+  t.pending.node.remove();
+  const { content } = t.pending;
+  t.pending = null;
+  return content;
+}
 
-  function startEdit(message, node) {
-    const bubble = node.querySelector(".bubble");
-    const input = el("textarea", { class: "edit-input", "aria-label": "Edit your message", rows: "3" });
-    input.value = message.content;
-    const cancel = () => {
-      form.replaceWith(bubble);
-      refreshActions();
-    };
-    const form = el(
-      "form",
-      { class: "msg-edit", onsubmit: (event) => { event.preventDefault(); const text = input.value.trim(); if (text && text !== message.content) onEdit(message, text); else cancel(); } },
-      input,
-      el("div", { class: "form-row" }, el("button", { type: "button", class: "btn btn-small", onclick: cancel }, "Cancel"), el("button", { type: "submit", class: "btn btn-primary btn-small" }, "Send"))
-    );
-    input.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") {
-        event.preventDefault();
-        event.stopPropagation();
-        cancel();
-      } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-        event.preventDefault();
-        form.requestSubmit();
-      }
-    });
-    node.querySelector(".msg-actions")?.remove();
-    bubble.replaceWith(form);
-    input.focus();
-  }
+function showFailure(t, text, retryable) {
+  t.failure?.remove();
+  t.failure = failureCard(t, text, retryable);
+  keepScrolled(t, () => t.root.append(t.failure), true);
+}
 
-  function emptyState() {
-    return el(
-      "div",
-      { class: "empty-thread" },
-      el("h2", { text: "What's on your mind?" }),
-      el("p", { text: agentName + " keeps durable facts and a notes page per topic, and remembers the topics you promote with the brain icon." }),
-      el("p", {}, "Try ", el("code", { text: "/remember favourite colour = teal" }), " or just start talking.")
-    );
-  }
-
-  /** One animation frame of the stream: reveal a share of what has arrived. */
-  function renderStream() {
-    if (!stream) return;
-    stream.frame = 0;
-    const { text } = stream;
-    let shown = Math.min(text.length, stream.shown + Math.ceil((text.length - stream.shown) / REVEAL_FRAMES));
-    const code = text.charCodeAt(shown - 1);
-    if (code >= 0xd800 && code <= 0xdbff) shown += 1; // never split a surrogate pair
-    stream.shown = shown;
-    keepScrolled(() => showStreaming(stream.mdNode, text.slice(0, shown)));
-    if (shown < text.length) stream.frame = requestAnimationFrame(renderStream);
-  }
-
-  function dropStream() {
-    if (!stream) return;
-    cancelAnimationFrame(stream.frame);
-    stream.part.remove();
-    if (!stream.group.body.querySelector(".part")) stream.group.node.remove();
-    stream = null;
-  }
-
+function threadApi(t) {
   const api = {
     /**
      * Show a topic's messages. `previous` is {id, title} of the topic it continues, if any;
@@ -307,140 +200,57 @@ export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, 
      * `keepScroll`: messages were added above, so keep the reader where they were;
      * `keepStream`: a reply still streaming stays (its turn is not over in what was read).
      */
-    render(list, { previous = null, readOnly: ro = false, earlier = false, keepScroll = false, keepStream = true } = {}) {
-      if (!keepStream || ro) dropStream();
-      const live = stream ? stream.group.node : null;
-      const fromBottom = scroller.scrollHeight - scroller.scrollTop;
-      readOnly = ro;
-      root.replaceChildren();
-      rendered.clear();
-      chips.clear();
-      messages = [];
-      group = null;
-      failure = null;
-      if (earlier) {
-        const more = el("button", { type: "button", class: "previous-link load-earlier", onclick: () => {
-          more.disabled = true;
-          more.textContent = "Loading…";
-          onLoadEarlier();
-        } }, "Load earlier messages");
-        root.append(more);
-      } else if (previous) {
-        root.append(el("button", { type: "button", class: "previous-link", onclick: () => onOpenTopic(previous.id) }, "Continued from “" + previous.title + "”"));
-      }
-      // A topic that ends in a failure offers Retry, as it did when the turn failed.
-      const last = list[list.length - 1];
-      const retryable = !readOnly && last !== undefined && last.role === "error";
-      (retryable ? list.slice(0, -1) : list).forEach((message) => place(message, { live: false }));
-      if (pending && !readOnly) root.append(pending.node);
-      else pending = null;
-      if (live) {
-        root.append(live);
-        group = stream.group;
-      }
-      if (retryable) {
-        failure = failureCard(last.content, true);
-        root.append(failure);
-      }
-      if (!list.length && !live && !pending) root.append(emptyState());
-      if (working && !readOnly) root.append(working);
-      refreshActions();
-      scroller.scrollTop = keepScroll ? scroller.scrollHeight - fromBottom : scroller.scrollHeight;
-      if (keepScroll) (root.querySelector(".load-earlier") || root).focus({ preventScroll: true });
-    },
+    render: (list, options) => render(t, list, options),
     append(message) {
-      keepScrolled(() => place(message));
-      refreshActions();
+      keepScrolled(t, () => place(t, message));
+      refreshActions(t);
     },
-    has: (id) => rendered.has(id),
-    /** Take messages out (a reply replaced by a regenerated one). */
-    remove(ids) {
-      for (const id of ids) {
-        const node = rendered.get(id);
-        rendered.delete(id);
-        messages = messages.filter((message) => message.id !== id);
-        if (!node) continue;
-        const row = node.closest(".msg");
-        node.remove();
-        if (row && row.classList.contains("msg-assistant") && !row.querySelector(".part")) {
-          row.remove();
-          if (group && group.node === row) group = null;
-        }
-      }
-      refreshActions();
-    },
+    has: (id) => t.rendered.has(id),
+    remove: (ids) => remove(t, ids),
     /** The stored messages shown, in order. */
-    messages: () => messages,
+    messages: () => t.messages,
     delta(turnId, text) {
-      if (!stream || stream.turnId !== turnId) {
-        dropStream();
-        const mdNode = el("div", { class: "md" });
-        const part = el("div", { class: "part is-streaming" }, mdNode);
-        const open = openGroup();
-        open.body.append(part);
-        open.node.setAttribute("aria-busy", "true");
-        stream = { turnId, part, mdNode, text: "", shown: 0, frame: 0, group: open };
-        api.setWorking(true);
-      }
-      stream.text += text;
-      if (!stream.frame) stream.frame = requestAnimationFrame(renderStream);
+      if (addDelta(t, turnId, text)) setWorking(t, true);
     },
     /** The text streamed so far of the reply in progress ("" when none). */
-    streamedText: () => (stream ? stream.text : ""),
-    /** A turn ended without its final message (failure): keep what streamed, stop the caret. */
-    endStream() {
-      if (!stream) return;
-      cancelAnimationFrame(stream.frame);
-      if (stream.text) showStreaming(stream.mdNode, stream.text);
-      else stream.part.remove();
-      stream.part.classList.remove("is-streaming");
-      stream.group.node.removeAttribute("aria-busy");
-      stream = null;
-    },
-    /** true: the agent is working (dots until text streams); a string: what it is doing. */
-    setWorking(state) {
-      const label = typeof state === "string" ? state : agentName + " is thinking…";
-      const wasBusy = busy;
-      busy = Boolean(state);
-      if (wasBusy !== busy) refreshActions();
-      const show = Boolean(state) && !stream;
-      if (!show) {
-        working?.remove();
-        working = null;
-        return;
-      }
-      if (!working) {
-        working = el("div", { class: "working", role: "status" }, el("span", { class: "dots", "aria-hidden": "true" }, el("span"), el("span"), el("span")), el("span", { class: "label" }));
-        keepScrolled(() => root.append(working));
-      }
-      working.querySelector(".label").textContent = label;
-    },
-    showFailure(text, retryable) {
-      api.clearFailure();
-      failure = failureCard(text, retryable);
-      keepScrolled(() => root.append(failure), true);
-    },
+    streamedText: () => (t.stream ? t.stream.text : ""),
+    endStream: () => endStream(t),
+    setWorking: (state) => setWorking(t, state),
+    showFailure: (text, retryable) => showFailure(t, text, retryable),
     clearFailure() {
-      failure?.remove();
-      failure = null;
+      t.failure?.remove();
+      t.failure = null;
     },
-    addPending(content) {
-      const node = userNode(content);
-      node.classList.add("is-pending");
-      pending = { content, node };
-      keepScrolled(() => add(node, { beforeStream: true }), true);
-    },
-    /** The message never reached the server: take it back (for the composer). */
-    takeBackPending() {
-      if (!pending) return null;
-      pending.node.remove();
-      const { content } = pending;
-      pending = null;
-      return content;
-    },
+    addPending: (content) => addPending(t, content),
+    takeBackPending: () => takeBackPending(t),
     scrollToEnd() {
-      scroller.scrollTop = scroller.scrollHeight;
+      t.scroller.scrollTop = t.scroller.scrollHeight;
     },
   };
   return api;
+}
+
+export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, onLoadEarlier, onRegenerate, onEdit }) {
+  const t = {
+    root,
+    scroller,
+    agentName,
+    onRetry,
+    onOpenTopic,
+    onLoadEarlier,
+    onRegenerate,
+    onEdit,
+    initial: (agentName || "?").trim().charAt(0).toUpperCase(),
+    rendered: new Map(), // message id -> node
+    chips: new Map(), // tool call id -> chip parts
+    group: null, // the open assistant row { node, body }
+    stream: null, // the reply streaming (thread-stream.js)
+    working: null,
+    failure: null,
+    pending: null, // the user's message on its way: { content, node }
+    messages: [], // what is shown, in order (for the actions on the last ones)
+    readOnly: false,
+    busy: false, // a turn is running: no regenerate or edit meanwhile
+  };
+  return threadApi(t);
 }
