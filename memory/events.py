@@ -16,6 +16,7 @@ does so, any other is reached through its event loop.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -406,7 +407,8 @@ def publish(session_id: int, event: Event) -> None:
     ephemeral events (reply deltas) that carry no stored state.
 
     Best effort (memory/lib/outage.py): a dead channel layer never fails the write that
-    happened, and is skipped for a moment after it failed."""
+    happened, and is skipped for a moment after it failed; what is not delivered is
+    counted (:func:`missed_deliveries`), so the socket waiting for it is told."""
     box = getattr(_outboxes, "box", None)
     if box is not None and box.session_id == session_id:
         box.events.append(event)
@@ -453,13 +455,36 @@ _outboxes = threading.local()
 
 
 def _send(session_id: int, events: list[Event]) -> None:
-    if not channel_breaker.allows():
-        return
-    try:
-        with channel_breaker.watch():
-            group_send(session_group(session_id), {"type": "session.events", "events": events})
-    except Exception:
-        logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
+    if channel_breaker.allows():
+        try:
+            with channel_breaker.watch():
+                group_send(session_group(session_id), {"type": "session.events", "events": events})
+            return
+        except Exception:
+            pass
+    with _missed_lock:
+        _missed[session_id] += 1
+    logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
+
+
+# Per session, how many deliveries this process could not make (the layer failed, or its
+# breaker was open): the socket that started a turn compares the count before and after
+# it (chat/consumers.py), so events are never lost in silence.
+_missed: collections.Counter[int] = collections.Counter()
+_missed_lock = threading.Lock()
+
+
+def missed_deliveries(session_id: int) -> int:
+    """How many deliveries of the session's events this process has failed to make."""
+    with _missed_lock:
+        return _missed[session_id]
+
+
+def channel_layer_answered() -> None:
+    """The channel layer answered this process (a socket joined its groups): publish
+    again at once, not when the breaker's cooldown ends. Without this, the first turn
+    after Redis came back lost every event (issue 48)."""
+    channel_breaker.succeeded()
 
 
 def publish_on_commit(session_id: int, event: Event) -> None:
