@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
@@ -143,6 +144,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self._layer_receive = None
         self._layer_failed = False
         self._closing = False
+        self._joined_at: float | None = None  # when it joined its groups (wall clock)
 
     # Channels reads the session's events through ``self.channel_receive``; a failure
     # there would end the consumer with a bare 1011. It is wrapped so a failed channel
@@ -203,6 +205,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     try:
                         for group in groups:
                             await self.channel_layer.group_add(group, self.channel_name)
+                        self._joined_at = time.time()
                         channel_layer_answered()
                         return True
                     except Exception as err:
@@ -283,6 +286,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
             if event["type"] == "session.deleted":
                 await self.close(code=CLOSE_FORBIDDEN)
                 return
+
+    async def session_missed(self, message: dict) -> None:
+        """Events of the session could not be delivered (memory/events.py, told once the
+        layer answers again): if this socket was there to miss them, say so and close;
+        the page reconnects and re-syncs. One that joined later showed nothing stale."""
+        if self._joined_at is not None and self._joined_at <= message["until"]:
+            await self.channel_failed({})
 
     async def _send_error(self, code: str, text: str) -> None:
         await self.send(text_data=json.dumps(error_event(code, text)))

@@ -26,7 +26,7 @@ from memory.lib.outage import channel_breaker
 from memory.models import Message, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse
 from tests.faults import RedisServer, celery_broker, wait_for
-from tests.test_consumer import open_socket, receive_until, send
+from tests.test_consumer import connected_socket, open_socket, receive_until, send
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -289,3 +289,36 @@ async def test_a_turn_whose_events_were_not_delivered_tells_its_socket_and_close
         lambda: roles(session) == ["user", "assistant"], TIMEOUT, "the turn to be stored"
     )
     await socket.wait(timeout=TIMEOUT)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_another_socket_of_the_session_is_told_of_events_it_did_not_get(
+    private_redis, session, alice, fake_openai
+):
+    """A turn sent over REST (another tab, another client) while the breaker skipped its
+    events: the open socket of the session is told once the layer answers, then closed;
+    a socket opened after the miss is left alone."""
+    missed_it = await connected_socket(alice, session.pk)
+    _layer_failed_a_moment_ago()
+
+    def rest_turn():
+        return client_for(alice).post(
+            f"/agents-api/sessions/{session.pk}/messages",
+            {"content": "From elsewhere"},
+            format="json",
+        )
+
+    response = await database_sync_to_async(rest_turn)()
+    assert response.status_code == 201
+    after_it = await connected_socket(alice, session.pk)
+
+    events = await receive_until(missed_it, "error")
+
+    assert [(e["type"], e.get("code")) for e in events] == [("error", "events_unavailable")]
+    assert (await missed_it.receive_output(timeout=TIMEOUT)) == {
+        "type": "websocket.close",
+        "code": CLOSE_TRY_AGAIN_LATER,
+    }
+    await missed_it.wait(timeout=TIMEOUT)
+    assert await after_it.receive_nothing(timeout=1)
+    await after_it.disconnect()
