@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
@@ -43,7 +44,12 @@ from memory.actions.turn import (
     do_send_message,
     do_stop_turn,
 )
-from memory.events import error_event, session_group
+from memory.events import (
+    channel_layer_answered,
+    error_event,
+    missed_deliveries,
+    session_group,
+)
 from memory.lib.errors import Refused, log_error, public_failure
 from memory.models import Session
 
@@ -58,14 +64,20 @@ _turn_executor = ThreadPoolExecutor(max_workers=TURN_WORKERS, thread_name_prefix
 # Close codes when the handshake is refused.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-# The channel layer (Redis) failed: the client should reconnect a little later.
-CLOSE_TRY_AGAIN_LATER = 1013
+# The channel layer (Redis) failed: the client should reconnect a little later. 1013
+# (try again later) in the application's range: daphne, which `make run` serves with,
+# refuses 1013 from an application (only 1000 and 3000-4999), so the consumer raised
+# and the client got a bare 1011.
+CLOSE_TRY_AGAIN_LATER = 4013
 EVENTS_UNAVAILABLE_MESSAGE = (
     "live updates are unavailable for a moment; what you sent is kept, reconnecting"
 )
 # Joining the group is tried this often: the first call after Redis came back may meet
-# a connection the pool still holds from before the outage.
+# a connection the pool still holds from before the outage. All attempts together take
+# at most GROUP_JOIN_SECONDS: against a dead Redis each call retries for seconds, and
+# daphne drops a handshake not answered within 5 s with no reason at all.
 GROUP_JOIN_ATTEMPTS = 3
+GROUP_JOIN_SECONDS = 2.0
 
 
 class CloseSocket(Exception):
@@ -131,6 +143,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self._work: set[asyncio.Task] = set()
         self._layer_receive = None
         self._layer_failed = False
+        self._closing = False
+        self._joined_at: float | None = None  # when it joined its groups (wall clock)
 
     # Channels reads the session's events through ``self.channel_receive``; a failure
     # there would end the consumer with a bare 1011. It is wrapped so a failed channel
@@ -156,6 +170,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def channel_failed(self, message: dict) -> None:
         """Say why, then close: the client reconnects and re-syncs from the database.
         Requests already accepted run to the end in their threads and are stored."""
+        if self._closing:
+            return
+        self._closing = True
         await self._send_error("events_unavailable", EVENTS_UNAVAILABLE_MESSAGE)
         await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
@@ -179,16 +196,25 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.channel_failed({})
 
     async def _join_group(self) -> bool:
-        """Join the session's and the user's groups; False when the layer is down."""
+        """Join the session's and the user's groups; False when the layer is down. Joined,
+        the layer has answered: this process publishes to it again at once."""
         groups = (session_group(self.session_id), user_group(self.user_id))
-        for attempt in range(GROUP_JOIN_ATTEMPTS):
-            try:
-                for group in groups:
-                    await self.channel_layer.group_add(group, self.channel_name)
-                return True
-            except Exception as err:
-                logger.warning("could not join the events of session %s: %r", self.session_id, err)
-                await asyncio.sleep(0.1 * attempt)
+        try:
+            async with asyncio.timeout(GROUP_JOIN_SECONDS):
+                for attempt in range(GROUP_JOIN_ATTEMPTS):
+                    try:
+                        for group in groups:
+                            await self.channel_layer.group_add(group, self.channel_name)
+                        self._joined_at = time.time()
+                        channel_layer_answered()
+                        return True
+                    except Exception as err:
+                        logger.warning(
+                            "could not join the events of session %s: %r", self.session_id, err
+                        )
+                        await asyncio.sleep(0.1 * attempt)
+        except TimeoutError:
+            logger.warning("could not join the events of session %s in time", self.session_id)
         self._layer_failed = True
         return False
 
@@ -200,8 +226,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
             except Exception:  # a dead layer forgets the group by itself (group expiry)
                 logger.debug("could not leave %s", group)
-        # A running turn is left to finish: its reply is stored for the next visit.
-        await database_sync_to_async(request_exit_evaluation)(session_id=self.session_id)
+        # A running turn is left to finish: its reply is stored for the next visit. Not in
+        # the thread the sockets' access checks share: with the broker down, enqueueing
+        # blocks for seconds, and a socket opening meanwhile missed daphne's 5 s handshake.
+        schedule = database_sync_to_async(request_exit_evaluation, thread_sensitive=False)
+        await schedule(session_id=self.session_id)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
         try:
@@ -215,8 +244,14 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _perform(self, frame: ClientFrame) -> None:
         work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
+        missed = missed_deliveries(self.session_id)
         try:
             await work(self.session_key, self.session_id, frame)
+            if missed_deliveries(self.session_id) != missed:
+                # Some of the session's events never reached the channel layer (memory/
+                # events.py): this socket has not shown them. Say so and close; the page
+                # reconnects and re-syncs what was stored.
+                await self.channel_failed({})
         except CloseSocket as ended:
             await self.close(code=ended.code)
         except Refused as refused:  # mapped once: the same code REST answers
@@ -251,6 +286,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
             if event["type"] == "session.deleted":
                 await self.close(code=CLOSE_FORBIDDEN)
                 return
+
+    async def session_missed(self, message: dict) -> None:
+        """Events of the session could not be delivered (memory/events.py, told once the
+        layer answers again): if this socket was there to miss them, say so and close;
+        the page reconnects and re-syncs. One that joined later showed nothing stale."""
+        if self._joined_at is not None and self._joined_at <= message["until"]:
+            await self.channel_failed({})
 
     async def _send_error(self, code: str, text: str) -> None:
         await self.send(text_data=json.dumps(error_event(code, text)))

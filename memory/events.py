@@ -16,8 +16,10 @@ does so, any other is reached through its event loop.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -433,7 +435,8 @@ def publish(session_id: int, event: Event) -> None:
     ephemeral events (reply deltas) that carry no stored state.
 
     Best effort (memory/infra/outage.py): a dead channel layer never fails the write that
-    happened, and is skipped for a moment after it failed."""
+    happened, and is skipped for a moment after it failed; what is not delivered is
+    counted (:func:`missed_deliveries`), so the socket waiting for it is told."""
     box = getattr(_outboxes, "box", None)
     if box is not None and box.session_id == session_id:
         box.events.append(event)
@@ -480,13 +483,87 @@ _outboxes = threading.local()
 
 
 def _send(session_id: int, events: list[Event]) -> None:
-    if not channel_breaker.allows():
-        return
-    try:
-        with channel_breaker.watch():
-            group_send(session_group(session_id), {"type": "session.events", "events": events})
-    except Exception:
-        logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
+    if channel_breaker.allows():
+        try:
+            with channel_breaker.watch():
+                group_send(session_group(session_id), {"type": "session.events", "events": events})
+            return
+        except Exception:
+            pass
+    logger.debug("could not publish %s to session %s", [e["type"] for e in events], session_id)
+    _record_missed({session_id: time.time()})
+
+
+# What this process could not deliver (the layer failed, or its breaker was open), so that
+# no event is lost in silence (issue 48). Per session, how many deliveries: the socket
+# that started a turn compares the count before and after it (chat/consumers.py). And the
+# sessions whose other sockets are still to be told, with the time of the last miss: once
+# the breaker's cooldown has passed, :func:`_announce_missed` sends each session's group a
+# ``session.missed`` message; a socket that joined before that time says
+# ``events_unavailable`` and closes, and its page reconnects and re-syncs.
+_missed: collections.Counter[int] = collections.Counter()
+_unannounced: dict[int, float] = {}
+_announcer: threading.Timer | None = None
+_missed_lock = threading.Lock()
+
+
+def _record_missed(sessions: dict[int, float]) -> None:
+    global _announcer
+    with _missed_lock:
+        for session_id, when in sessions.items():
+            _missed[session_id] += 1
+            _unannounced[session_id] = max(when, _unannounced.get(session_id, 0.0))
+        if _announcer is None:
+            _announcer = threading.Timer(channel_breaker.cooldown, _announce_missed)
+            _announcer.name = "announce-missed-events"
+            _announcer.daemon = True
+            _announcer.start()
+
+
+def _announce_missed() -> None:
+    """Tell the groups of the sessions whose events were not delivered (in a timer thread).
+    Still down: everything is kept for the next try, a cooldown later."""
+    global _announcer
+    with _missed_lock:
+        pending = dict(_unannounced)
+        _unannounced.clear()
+        _announcer = None
+    for session_id, until in list(pending.items()):
+        try:
+            with channel_breaker.watch():
+                group_send(session_group(session_id), {"type": "session.missed", "until": until})
+        except Exception:
+            logger.debug("could not tell session %s of missed events", session_id)
+            with _missed_lock:
+                for waiting, when in pending.items():
+                    _unannounced[waiting] = max(when, _unannounced.get(waiting, 0.0))
+            _record_missed({})  # schedules the next try
+            return
+        del pending[session_id]
+
+
+def forget_missed() -> None:
+    """Forget what was not delivered, and the announcement due (a test's fresh start)."""
+    global _announcer
+    with _missed_lock:
+        _missed.clear()
+        _unannounced.clear()
+        if _announcer is not None:
+            _announcer.cancel()
+            _announcer = None
+
+
+def missed_deliveries(session_id: int) -> int:
+    """How many deliveries of the session's events this process has failed to make."""
+    with _missed_lock:
+        return _missed[session_id]
+
+
+def channel_layer_answered() -> None:
+    """The channel layer answered this process (a socket joined its groups): publish
+    again at once, not when the breaker's cooldown ends. Without this, the first turn
+    after Redis came back lost every event (issue 48)."""
+    channel_breaker.succeeded()
 
 
 def publish_on_commit(session_id: int, event: Event) -> None:

@@ -7,6 +7,7 @@ outage here is exactly what a production server sees when Redis stops.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -21,10 +22,11 @@ from rest_framework.test import APIClient
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
 from memory.actions import scheduling
 from memory.actions.scheduling import sweep
+from memory.lib.outage import channel_breaker
 from memory.models import Message, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse
 from tests.faults import RedisServer, celery_broker, wait_for
-from tests.test_consumer import open_socket, receive_until, send
+from tests.test_consumer import connected_socket, open_socket, receive_until, send
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -240,3 +242,85 @@ async def test_after_a_redis_restart_the_first_new_socket_completes_a_turn(
     assert events[-1]["ok"] is True
     assert "turn.started" in [event["type"] for event in events]
     await socket.disconnect()
+
+
+def _layer_failed_a_moment_ago() -> None:
+    """As a REST turn during an outage leaves this process: the channel layer's breaker
+    open for its cooldown (memory/lib/outage.py)."""
+    with contextlib.suppress(ConnectionError), channel_breaker.watch():
+        raise ConnectionError("Redis went away")
+    assert not channel_breaker.allows()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_that_joins_its_groups_ends_the_breakers_cooldown(
+    private_redis, session, alice, fake_openai
+):
+    """Issue 48: Redis back, the breaker still open from the outage, the first socket's
+    turn was skipped whole. Its join shows the layer answers: its events flow at once."""
+    _layer_failed_a_moment_ago()
+    socket, connected = await open_socket(alice, session.pk)
+    assert connected is True
+    assert channel_breaker.allows()
+    await send(socket, {"type": "message.send", "content": "Back?"})
+    events = await receive_until(socket, "turn.done")
+    assert "reply.delta" in [event["type"] for event in events]
+    assert events[-1]["ok"] is True
+    await socket.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_turn_whose_events_were_not_delivered_tells_its_socket_and_closes_it(
+    private_redis, session, alice, fake_openai
+):
+    """Events the breaker skipped are never lost in silence: the socket that sent the
+    message is told, and closed with the code the page reconnects (and re-syncs) after."""
+    socket, connected = await open_socket(alice, session.pk)
+    assert connected is True
+    _layer_failed_a_moment_ago()  # after the join: the turn's events are all skipped
+
+    await send(socket, {"type": "message.send", "content": "Anyone?"})
+    events = await receive_until(socket, "error")
+
+    assert events[-1]["code"] == "events_unavailable"
+    assert (await socket.receive_output(timeout=TIMEOUT)) == {
+        "type": "websocket.close",
+        "code": CLOSE_TRY_AGAIN_LATER,
+    }
+    await database_sync_to_async(wait_for)(
+        lambda: roles(session) == ["user", "assistant"], TIMEOUT, "the turn to be stored"
+    )
+    await socket.wait(timeout=TIMEOUT)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_another_socket_of_the_session_is_told_of_events_it_did_not_get(
+    private_redis, session, alice, fake_openai
+):
+    """A turn sent over REST (another tab, another client) while the breaker skipped its
+    events: the open socket of the session is told once the layer answers, then closed;
+    a socket opened after the miss is left alone."""
+    missed_it = await connected_socket(alice, session.pk)
+    _layer_failed_a_moment_ago()
+
+    def rest_turn():
+        return client_for(alice).post(
+            f"/agents-api/sessions/{session.pk}/messages",
+            {"content": "From elsewhere"},
+            format="json",
+        )
+
+    response = await database_sync_to_async(rest_turn)()
+    assert response.status_code == 201
+    after_it = await connected_socket(alice, session.pk)
+
+    events = await receive_until(missed_it, "error")
+
+    assert [(e["type"], e.get("code")) for e in events] == [("error", "events_unavailable")]
+    assert (await missed_it.receive_output(timeout=TIMEOUT)) == {
+        "type": "websocket.close",
+        "code": CLOSE_TRY_AGAIN_LATER,
+    }
+    await missed_it.wait(timeout=TIMEOUT)
+    assert await after_it.receive_nothing(timeout=1)
+    await after_it.disconnect()

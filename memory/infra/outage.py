@@ -12,7 +12,10 @@
   (memory/actions/scheduling.py) enqueues whatever is overdue once it is back.
 
 Each breaker opens for ``cooldown`` seconds after a failure and closes by itself, so
-everything recovers when Redis returns, with no restart.
+everything recovers when Redis returns, with no restart; it closes sooner when the service
+is seen answering (:meth:`Breaker.succeeded`: a websocket joined its groups). What a
+breaker skips is counted, never dropped in silence (memory/events.py: the socket of a turn
+whose events were skipped is told and closed, and the page re-syncs).
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ class Breaker:
                     "%s unavailable (%s); retrying in %ss", self.name, err, self.cooldown
                 )
             raise
+        self.succeeded()
+
+    def succeeded(self) -> None:
+        """The service answered (a call through :meth:`watch`, or another client of the
+        same service): close at once, not when the cooldown ends."""
         if self._open_until:
             with self._lock:
                 self._open_until = 0.0

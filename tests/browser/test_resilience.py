@@ -1,10 +1,12 @@
 """When things go wrong: an idle or dropped socket, a failed turn."""
 
+import json
 import re
 
 import pytest
 
-from memory.events import publish
+from chat.consumers import CLOSE_TRY_AGAIN_LATER, EVENTS_UNAVAILABLE_MESSAGE
+from memory.events import error_event, publish
 from memory.models import Message
 from tests.browser.helpers import in_thread
 from tests.browser.test_chat import wait_for_reply
@@ -56,6 +58,39 @@ def test_the_draft_survives_a_dropped_socket_and_the_page_reconnects(open_chat, 
     composer.press("Enter")
     wait_for_reply(page)
     assert session.messages.filter(role="user").get().content == "a half-written thought"
+
+
+def test_events_unavailable_says_why_and_the_page_reconnects_by_itself(open_chat, session, page):
+    """What the server does when the channel layer fails or a turn's events could not be
+    delivered (issue 48): an error frame, then close code 4013. The page shows why and
+    reconnects without a reload, and the next message is answered."""
+    routes = []
+
+    def proxy(ws):
+        ws.connect_to_server()
+        routes.append(ws)
+
+    page.route_web_socket(SOCKET, proxy)
+    page = open_chat(session)
+    page.wait_for_selector("#conn[data-state=open]")
+    status = page.locator("#composer-status")
+
+    routes[0].send(json.dumps(error_event("events_unavailable", EVENTS_UNAVAILABLE_MESSAGE)))
+    page.wait_for_function(
+        "text => document.querySelector('#composer-status').textContent.includes(text)",
+        arg="Live updates paused: " + EVENTS_UNAVAILABLE_MESSAGE,
+    )
+    routes[0].close(code=CLOSE_TRY_AGAIN_LATER, reason="")
+    page.wait_for_selector("#conn[data-state=closed]")
+    assert "reconnecting" in status.inner_text()
+
+    page.wait_for_selector("#conn[data-state=open]", timeout=8_000)
+    assert len(routes) == 2
+    composer = page.get_by_label("Message Drift")
+    composer.fill("Back again?")
+    composer.press("Enter")
+    wait_for_reply(page)
+    assert session.messages.filter(role="user").get().content == "Back again?"
 
 
 def test_a_draft_is_kept_across_a_reload(open_chat, session):
