@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from chat.consumers import CLOSE_TRY_AGAIN_LATER
 from memory.actions import scheduling
 from memory.actions.scheduling import sweep
-from memory.lib.outage import channel_breaker
+from memory.infra.outage import channel_breaker
 from memory.models import Message, Session, Topic
 from tests.evaluation_helpers import SUBJECT_A, converse
 from tests.faults import RedisServer, celery_broker, wait_for
@@ -246,7 +246,7 @@ async def test_after_a_redis_restart_the_first_new_socket_completes_a_turn(
 
 def _layer_failed_a_moment_ago() -> None:
     """As a REST turn during an outage leaves this process: the channel layer's breaker
-    open for its cooldown (memory/lib/outage.py)."""
+    open for its cooldown (memory/infra/outage.py)."""
     with contextlib.suppress(ConnectionError), channel_breaker.watch():
         raise ConnectionError("Redis went away")
     assert not channel_breaker.allows()

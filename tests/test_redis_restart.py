@@ -4,7 +4,7 @@
 
 Issue 48, as measured: REST turns during the outage (stored, their events undeliverable),
 Redis started again, and one second later the first new socket's turn showed nothing for
-20 s. Every publish was skipped: the channel layer's breaker (memory/lib/outage.py) stays
+20 s. Every publish was skipped: the channel layer's breaker (memory/infra/outage.py) stays
 open for its cooldown after the last failure, although Redis was back, and a fast turn
 ends inside it. The earlier version of these tests restarted Redis with no turn during the
 outage, so the breaker was never open and they passed on the faulty code.
