@@ -39,8 +39,15 @@ test: install
 	$(PY) -m pytest -m browser
 
 # The worker runs the periodic sweep too (--beat), and is started again if it dies
-# (driftless/supervise.py: Celery can still die when Redis restarts).
+# (driftless/supervise.py: Celery can still die when Redis restarts; a worker that fails
+# at start-up three times in a row is a configuration error, and the supervisor stops).
+# Without REDIS_URL there is no broker to take work from: the embedded mode runs its tasks
+# in the server process, and a worker would wait forever on an empty in-memory queue.
 worker: install
+	@test -n "$$REDIS_URL" || { \
+		echo "make worker takes its work from Redis: set REDIS_URL (e.g." \
+			"REDIS_URL=redis://127.0.0.1:6379/0) and the server's DATABASE_URL;" \
+			"without them make run needs no worker"; exit 2; }
 	$(PY) -m driftless.supervise -- $(PY) -m celery -A driftless worker --beat --loglevel=info
 
 # The README's pictures, from a scripted scene in headless Chromium (needs the PostgreSQL
