@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run serve test worker lint schema bench screenshots local-model local-model-serve
+.PHONY: install run serve test worker lint schema bench screenshots local-model local-model-serve backup restore
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -49,6 +49,18 @@ worker: install
 			"REDIS_URL=redis://127.0.0.1:6379/0) and the server's DATABASE_URL;" \
 			"without them make run needs no worker"; exit 2; }
 	$(PY) -m driftless.supervise -- $(PY) -m celery -A driftless worker --beat --loglevel=info
+
+# The whole installation's data in one file (memory/management/backup.py), and back: a
+# restore empties this installation's database first. FILE= names the file (backup:
+# default var/backups/driftless-<UTC time>.tar). Works on SQLite and PostgreSQL, and
+# across them (the README's "Move from SQLite to PostgreSQL").
+backup: install
+	$(PY) manage.py backup $(if $(FILE),--output "$(FILE)")
+
+restore: install
+	@test -n "$(FILE)" || { echo "make restore FILE=<a backup file made by make backup>"; exit 2; }
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py restore --yes "$(FILE)"
 
 # The README's pictures, from a scripted scene in headless Chromium (needs the PostgreSQL
 # and Redis the browser tests use). Tests never write them.
