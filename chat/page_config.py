@@ -65,7 +65,7 @@ def url_templates() -> dict[str, str]:
 def model_shown(agent=None) -> dict:
     """The model a page names (the agent's own, or the settings'), and whether it is the
     offline stand-in: the chat page's badge and the start-up banner say which is active."""
-    model = get_chat_model("chat", model_name=(agent.model_name.strip() if agent else None))
+    model = get_chat_model("chat", agent=agent)
     return {"name": model.name, "offline": bool(model.offline)}
 
 

@@ -235,6 +235,9 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
+# The local model `make run` prepares and starts in the background (driftless/local_model.py)
+# when no endpoint is configured: "off" never does (tests and CI set it).
+LOCAL_MODEL = env_str("LOCAL_MODEL", "auto").lower()
 # Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
 # model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
 # two chunks once the answer started (a stall). No total: a long answer may take its time.
