@@ -54,6 +54,7 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     fields = ["name", "base_url", "model_names", "api_key_env", "api_key_file", "profiles"]
     readonly_fields = ["profiles"]
     actions = [test_connection]
+    superusers_only = True  # tests/test_admin_scope.py: not organization-scoped, hidden instead
 
     # Endpoints are the deployment's (addresses inside the network, where keys are): only
     # superusers see or change them.
