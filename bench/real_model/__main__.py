@@ -23,7 +23,8 @@ pass-through (bench.real_model.proxy) that notes every call the product makes.
   bench/data/product-test.jsonl at interval 10: lexical (no model) and the model deciding
   (``llm``; ``auto`` skips only windows with no user turn, none in this data).
 * ``summary``: the product's summary call on the labelled conversations of
-  bench/data/summary-labels-test.jsonl (or --summary-data): valid JSON, ``include_in_memory`` against the label,
+  bench/data/summary-labels-test.jsonl (or --summary-data): valid JSON,
+  ``include_in_memory`` against the label,
   the durable fact kept.
 * ``cache``: time to first token over a conversation of ``--cache-turns`` turns, the
   product's append-only window (the server reuses the cached prefix) against a strict
