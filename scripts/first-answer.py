@@ -87,7 +87,11 @@ def main() -> int:
     started = time.monotonic()
     log = open(clone / "make-run.log", "w")  # noqa: SIM115
     run = subprocess.Popen(
-        ["make", "run"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT,
+        ["make", "run"],
+        cwd=clone,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     status = clone / "var" / "local-model.json"
@@ -109,15 +113,26 @@ def main() -> int:
             run.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
-    left = subprocess.run(["pgrep", "-f", f"llama-server.*--port {args.local_port}"],
-                          capture_output=True, text=True).stdout.strip()
+    left = subprocess.run(
+        ["pgrep", "-f", f"llama-server.*--port {args.local_port}"], capture_output=True, text=True
+    ).stdout.strip()
     rows = [("page served", page), ("local model ready", model), ("turn answered", answered)]
     for name, seconds in rows:
         print(f"{name:<20} {seconds:8.1f} s")
     print(f"badge: {badge!r}\nreply: {reply[:200]!r}\nllama-server left running: {bool(left)}")
-    print(json.dumps({"page_s": round(page, 1), "ready_s": round(model, 1),
-                      "answered_s": round(answered, 1), "badge": badge, "reply": reply[:200],
-                      "server_left": bool(left), "clone": str(clone)}))
+    print(
+        json.dumps(
+            {
+                "page_s": round(page, 1),
+                "ready_s": round(model, 1),
+                "answered_s": round(answered, 1),
+                "badge": badge,
+                "reply": reply[:200],
+                "server_left": bool(left),
+                "clone": str(clone),
+            }
+        )
+    )
     return 0 if answered < 120 and not left and "Offline" not in reply else 1
 
 
