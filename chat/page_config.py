@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from memory.lib.limits import MAX_MESSAGE_CHARS
 from memory.llm import get_chat_model
+from memory.llm.local import local_model_status
 
 # What a script calls each URL -> (the route's name, the placeholders of its URL).
 _ROUTES = {
@@ -65,8 +66,13 @@ def url_templates() -> dict[str, str]:
 def model_shown(agent=None) -> dict:
     """The model a page names (the agent's own, or the settings'), and whether it is the
     offline stand-in: the chat page's badge and the start-up banner say which is active."""
-    model = get_chat_model("chat", model_name=(agent.model_name.strip() if agent else None))
-    return {"name": model.name, "offline": bool(model.offline)}
+    model = get_chat_model("chat", agent=agent)
+    shown = {"name": model.name, "offline": bool(model.offline), "local": ""}
+    status = local_model_status() if model.offline else None
+    if status and status.get("state") in {"preparing", "unavailable"}:
+        # make run's local model (driftless/local_model.py): its progress, or why not.
+        shown["local"] = str(status.get("message", ""))[:300]
+    return shown
 
 
 def page_config(request, **extra) -> dict:

@@ -6,6 +6,8 @@ stops start-up instead of silently running with a default.
 
 import json
 import os
+import secrets
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -157,3 +159,37 @@ def _mcp_entry_problem(entry: object) -> str:
     ):
         return '"url" must be an http:// or https:// URL'
     return ""
+
+
+def secret_key_from_env_or_file(name: str, path: Path) -> str:
+    """``name`` from the environment, else the installation's own key in ``path``.
+
+    The file is generated on first use (48 random bytes, mode 0600, created exclusively so
+    two processes starting at once agree on one key) and read by every later process of
+    the installation: management commands, the worker and the server need no variable.
+    Several machines serving one site must share one key: set ``name`` on each.
+    """
+    value = env_str(name)
+    if value:
+        return value
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise ImproperlyConfigured(
+            f"{name}: not set, and {path} cannot be created ({error.strerror}): "
+            "set it to a long random string"
+        ) from error
+    else:
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(48) + "\n")
+    for _ in range(50):  # another process may be writing it this very moment
+        try:
+            value = path.read_text().strip()
+        except OSError as error:
+            raise ImproperlyConfigured(f"{name}: not set, and {path} is unreadable") from error
+        if value:
+            return value
+        time.sleep(0.02)
+    raise ImproperlyConfigured(f"{name}: not set, and {path} is empty: delete it or set {name}")

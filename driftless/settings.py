@@ -8,7 +8,6 @@ channel layer, tasks run in-process, and the offline model. ``DATABASE_URL`` and
 from pathlib import Path
 
 from csp.constants import NONE, SELF
-from django.core.exceptions import ImproperlyConfigured
 
 from driftless.env import (
     check_redis_url,
@@ -19,6 +18,7 @@ from driftless.env import (
     env_list,
     env_str,
     mcp_servers_from_env,
+    secret_key_from_env_or_file,
 )
 from memory.lib.limits import SERVER_MAX_FRAME_BYTES
 
@@ -27,13 +27,11 @@ VAR_DIR = Path(env_str("DRIFTLESS_VAR_DIR") or BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "SECRET_KEY: set it to a long random string (or set DEBUG=true for local development)"
-        )
-    SECRET_KEY = "django-insecure-local-development-only"
+# SECRET_KEY, or the installation's own random key in var/secret_key, generated on first
+# use (driftless/env.py): every process of one installation (server, worker, management
+# commands) reads the same key, in development and in production alike; nothing needs
+# DEBUG. Several machines serving one site set SECRET_KEY to one value.
+SECRET_KEY = secret_key_from_env_or_file("SECRET_KEY", VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 if not DEBUG:
@@ -237,6 +235,9 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
+# The local model `make run` prepares and starts in the background (driftless/local_model.py)
+# when no endpoint is configured: "off" never does (tests and CI set it).
+LOCAL_MODEL = env_str("LOCAL_MODEL", "auto").lower()
 # Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
 # model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
 # two chunks once the answer started (a stall). No total: a long answer may take its time.

@@ -5,13 +5,17 @@
 #   scripts/local-model.sh build   download, build llama-server, assemble the weights
 #   scripts/local-model.sh serve   run llama-server on 127.0.0.1 (foreground)
 #
-# Everything lands in LOCAL_MODEL_DIR (default var/local-model, git-ignored). Each step
-# is skipped when its output is already there, so running build again is cheap.
+# Everything lands in LOCAL_MODEL_DIR (default ~/.cache/driftless/local-model: once per
+# machine, shared by every clone). Each step is skipped when its output is already there,
+# so running build again is cheap. `make run` runs both in the background
+# (driftless/local_model.py). The server requires the API key in $DIR/api-key (generated,
+# mode 0600), sends no CORS header a browser accepts and has no /slots endpoint: a web page
+# open on this machine cannot drive it.
 # The weights' packaging states no licence and no verifiable author: provenance unverified.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIR=${LOCAL_MODEL_DIR:-$ROOT/var/local-model}
+DIR=${LOCAL_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/driftless/local-model}
 PYTHON=${PYTHON:-python3}
 JOBS=${LOCAL_MODEL_JOBS:-2}
 HOST=${LOCAL_MODEL_HOST:-127.0.0.1}
@@ -32,6 +36,7 @@ MODEL_BYTES=1117320768
 BIN=$DIR/bin/llama-server
 MODEL=$DIR/model.gguf
 TIMES=$DIR/times.log
+STEP=0
 
 log() { printf '%s local-model: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -39,6 +44,7 @@ log() { printf '%s local-model: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 timed() {
     local name=$1
     shift
+    log "step $STEP of 4: $name"
     local start end
     start=$(date +%s)
     "$@"
@@ -130,13 +136,17 @@ build() {
     if [ -x "$BIN" ]; then
         log "llama-server already built: $BIN"
     else
+        STEP=1
         [ -d "$DIR/src" ] || timed download-source download_source
+        STEP=2
         timed build-server build_server
     fi
     if [ -f "$MODEL" ] && [ -f "$DIR/model.gguf.sha256" ]; then
         log "model already assembled and checked: $MODEL"
     else
+        STEP=3
         timed download-weights download_weights
+        STEP=4
         timed assemble-weights assemble_weights
     fi
     log "ready: make local-model-serve (or $0 serve)"
@@ -147,8 +157,14 @@ serve() {
     # --no-repack: on CPUs with AMX (this machine's), the repacked weights' kernels crash
     # with a general protection fault right after the model loads (the VM may not enable
     # AMX tiles); without repacking the server runs.
+    if [ ! -s "$DIR/api-key" ]; then
+        (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$DIR/api-key.tmp")
+        mv "$DIR/api-key.tmp" "$DIR/api-key"
+    fi
+    # --cors-origins: an origin no page has, so browsers refuse every cross-origin answer.
     exec "$BIN" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -t "$THREADS" \
-        -c "$CONTEXT" -np 1 --jinja --no-webui --no-repack --chat-template-file "$TEMPLATE" "$@"
+        -c "$CONTEXT" -np 1 --jinja --no-webui --no-repack --chat-template-file "$TEMPLATE" \
+        --api-key-file "$DIR/api-key" --no-slots --cors-origins "http://no-origin.invalid" "$@"
 }
 
 case "${1:-}" in

@@ -94,6 +94,10 @@ class FakeOpenAI:
         # ``fallbacks[name](body)`` instead of the default text (kept in ``requests``).
         self.fallbacks: dict[str, Callable[[dict], str]] = {}
         self.refused_formats: frozenset[str] = frozenset()
+        # GET /v1/models answers these ids (None: 404, as some servers do); with
+        # ``required_key`` every request without ``Authorization: Bearer <it>`` gets 401.
+        self.served_models: list[str] | None = None
+        self.required_key: str | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._call_count = 0
@@ -287,8 +291,30 @@ class _ChatHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output clean."""
 
+    def _refused_key(self) -> bool:
+        required = self.fake.required_key
+        if required and self.headers.get("Authorization") != f"Bearer {required}":
+            self._send_json(401, _error_body("Incorrect API key provided"))
+            return True
+        return False
+
+    def do_GET(self) -> None:
+        if self._refused_key():
+            return
+        if self.path.split("?")[0] not in ("/v1/models", "/models") or (
+            self.fake.served_models is None
+        ):
+            self._send_json(404, _error_body(f"no route for {self.path}"))
+            return
+        data = [
+            {"id": name, "object": "model", "owned_by": "fake"} for name in self.fake.served_models
+        ]
+        self._send_json(200, {"object": "list", "data": data})
+
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self._refused_key():
+            return
         if self.path.split("?")[0] not in CHAT_PATHS:
             self._send_json(404, _error_body(f"no route for {self.path}"))
             return

@@ -30,6 +30,8 @@ if CI and not all(SERVICES.values()):
     raise RuntimeError(f"CI=true but these services are not reachable: {missing}")
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
+# Tests never prepare nor start the local model (a server a test starts inherits this).
+os.environ["LOCAL_MODEL"] = "off"
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
 # A server or worker a test starts as a process talks to that test's fake model server.

@@ -41,8 +41,11 @@ def test_a_bad_setting_stops_start_up_naming_the_variable(name, value):
     assert f"{name}:" in result.stderr
 
 
-def test_production_refuses_to_start_without_a_secret_key():
-    result = check_with({"DEBUG": "false", "SECRET_KEY": ""})
+def test_production_without_a_secret_key_or_a_usable_key_file_refuses_naming_it(tmp_path):
+    """Without SECRET_KEY the installation's generated key file serves (driftless/env.py);
+    where it cannot be read, start-up stops naming the variable."""
+    (tmp_path / "secret_key").mkdir()  # unreadable as a file, even for root
+    result = check_with({"DEBUG": "false", "SECRET_KEY": "", "DRIFTLESS_VAR_DIR": str(tmp_path)})
     assert result.returncode != 0
     assert "SECRET_KEY:" in result.stderr
 

@@ -121,10 +121,10 @@ def install_recorder(ledger: Ledger, pending: list) -> None:
     import memory.drift.llm
     from memory.llm import OfflineModel, get_chat_model
 
-    def recorded(purpose="chat", *, model_name=None):
+    def recorded(purpose="chat", *, model_name=None, agent=None):
         if ledger.phase == "ingest" and ledger.offline_ingest:
             return RecordingModel(OfflineModel(), ledger)
-        return RecordingModel(get_chat_model(purpose, model_name=model_name), ledger)
+        return RecordingModel(get_chat_model(purpose, model_name=model_name, agent=agent), ledger)
 
     for module in (memory.actions.turn, memory.actions.summarize, memory.drift.llm):
         module.get_chat_model = recorded

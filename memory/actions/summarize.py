@@ -327,7 +327,8 @@ def generate_summary(
     turns = sum(1 for message in messages if message.is_conversation)
     outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
-        answer = get_chat_model("summary").complete_json(
+        agent = topic.session.agent if topic is not None else None
+        answer = get_chat_model("summary", agent=agent).complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
         )
         title, summary, include = parse_summary_answer(answer)

@@ -297,7 +297,7 @@ def _converse(
     """Ask the model, run the tools it calls, ask again; store the final reply (what had
     streamed, marked stopped, when the user stops it)."""
     # The agent's own model and temperature, when it has them; the settings' otherwise.
-    model = get_chat_model("chat", model_name=session.agent.model_name.strip())
+    model = get_chat_model("chat", agent=session.agent)
     messages = list(stack.messages)
     tools, calls = stack.tools, CallResults()
     for round_number in range(MAX_TOOL_ROUNDS + 1):

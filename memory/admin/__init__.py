@@ -29,6 +29,7 @@ from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.portability import export_memory
 from memory.admin.consolidation import consolidate_scopes
+from memory.admin.endpoints import model_profile
 from memory.admin.scope import (
     AuditTrail,
     KeptAuditTrail,
@@ -38,6 +39,7 @@ from memory.admin.scope import (
 )
 from memory.lib.errors import ACTIVE_TOPIC_DELETE_ERROR, Refused
 from memory.lib.validation import check_summary, check_title, check_topic_title
+from memory.llm import get_chat_model
 from memory.models import (
     Agent,
     Deletion,
@@ -126,17 +128,35 @@ class AgentForm(forms.ModelForm):
             "name",
             "soul",
             "skills",
+            "endpoint",
             "model_name",
+            "summary_model_name",
             "temperature",
             "mcp_servers",
             "memory_token_budget",
         ]
 
+    def clean(self):
+        data = super().clean()
+        endpoint = data.get("endpoint")
+        for field in ("model_name", "summary_model_name"):
+            name = (data.get(field) or "").strip()
+            if endpoint is not None and name and name not in endpoint.models:
+                served = ", ".join(endpoint.models)
+                self.add_error(field, f"{endpoint.name} offers {served}: pick one of them.")
+        return data
+
 
 @admin.register(Agent)
 class AgentAdmin(SuperuserChanges, OrganizationScoped, admin.ModelAdmin):
     form = AgentForm
-    list_display = ["name", "organization", "model_name", "memory_token_budget", "created_at"]
+    list_display = ["name", "organization", "endpoint", "model_name", "memory_token_budget"]
+    readonly_fields = ["model_profile"]
+
+    @admin.display(description="model profile")
+    def model_profile(self, agent):
+        return model_profile(get_chat_model("chat", agent=agent).name) or "—"
+
     list_filter = ["organization"]
     search_fields = ["name", "soul", "skills"]
 

@@ -13,10 +13,13 @@ exceptions or its response types. Two implementations exist:
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from pathlib import Path
+from typing import Any, Literal
 
 from django.conf import settings
 
+from memory.llm.local import local_model_endpoint
 from memory.llm.offline import DEFAULT_MODEL, OfflineModel
 from memory.llm.openai_model import OpenAIChatModel, Timeouts, clear_client_cache, client
 from memory.llm.output import parse_json_object, strip_reasoning
@@ -32,6 +35,7 @@ __all__ = [
     "Usage",
     "clear_client_cache",
     "context_input_tokens",
+    "endpoint_key",
     "fit_to_context",
     "get_chat_model",
     "parse_json_object",
@@ -61,36 +65,78 @@ def fit_to_context(budget: int) -> int:
     return min(budget, context_input_tokens())
 
 
-def get_chat_model(
-    purpose: Literal["chat", "summary"] = "chat", *, model_name: str | None = None
-) -> ChatModel:
-    """Return the model for `purpose`, read from settings on every call.
+def endpoint_key(endpoint) -> str:
+    """The key of an operator-declared endpoint (memory.models.ModelEndpoint): from the
+    environment variable it names, else the file it names; blank when neither holds one."""
+    if endpoint.api_key_env:
+        return os.environ.get(endpoint.api_key_env, "").strip()
+    if endpoint.api_key_file:
+        try:
+            return Path(endpoint.api_key_file).read_text().strip()
+        except OSError:
+            return ""
+    return ""
 
-    Reading settings each time (the client itself is cached) lets tests and operators
-    change the endpoint without restarting anything. `model_name` (an agent's own model)
-    replaces DRIFTLESS_MODEL on the same endpoint; blank or None keeps the setting.
-    """
-    api_key, base_url = settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL
-    if not (api_key or base_url):
-        return OfflineModel()
-    chat_model = model_name or settings.DRIFTLESS_MODEL or DEFAULT_MODEL
-    name = chat_model
-    if purpose == "summary":
-        name = settings.DRIFTLESS_SUMMARY_MODEL or chat_model
-    timeouts = Timeouts(
+
+def _timeouts() -> Timeouts:
+    return Timeouts(
         connect=settings.LLM_CONNECT_TIMEOUT_SECONDS,
         first_token=settings.LLM_TIMEOUT_SECONDS,
         idle=settings.LLM_IDLE_TIMEOUT_SECONDS,
     )
-    endpoint = client(
-        base_url=base_url or DEFAULT_BASE_URL,
-        api_key=api_key or PLACEHOLDER_API_KEY,
-        timeouts=timeouts,
-        max_retries=settings.LLM_MAX_RETRIES,
-    )
+
+
+def _deployment_endpoint() -> tuple[str, str, str] | None:
+    """(base URL, key, default model) of the deployment: OPENAI_* when set, else the local
+    model once it is ready (memory/llm/local.py), else None (the offline model)."""
+    api_key, base_url = settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL
+    if api_key or base_url:
+        return base_url or DEFAULT_BASE_URL, api_key, settings.DRIFTLESS_MODEL or DEFAULT_MODEL
+    ready = local_model_endpoint()
+    if ready is not None:
+        return ready.base_url, ready.api_key, ready.model
+    return None
+
+
+def get_chat_model(
+    purpose: Literal["chat", "summary"] = "chat",
+    *,
+    model_name: str | None = None,
+    agent: Any = None,
+) -> ChatModel:
+    """Return the model for `purpose`, resolved on every call (the client is cached).
+
+    Resolving each time lets operators switch an agent's endpoint in admin, and the local
+    model take over once it is ready, with no restart. With ``agent`` (a memory.models.Agent)
+    whose ``endpoint`` is set, that endpoint answers, with the agent's chat or summary model
+    (its endpoint's first model by default). Otherwise the deployment's endpoint answers:
+    `model_name` (or the agent's own) replaces DRIFTLESS_MODEL on it; blank keeps it.
+    """
+    endpoint = getattr(agent, "endpoint", None) if agent is not None else None
+    if agent is not None and not model_name:
+        model_name = (agent.model_name or "").strip()
+    if endpoint is not None:
+        base_url, api_key = endpoint.base_url, endpoint_key(endpoint)
+        chat_model = model_name or (endpoint.models or [DEFAULT_MODEL])[0]
+    else:
+        deployment = _deployment_endpoint()
+        if deployment is None:
+            return OfflineModel()
+        base_url, api_key, default_model = deployment
+        chat_model = model_name or default_model
+    name = chat_model
+    if purpose == "summary":
+        own = (getattr(agent, "summary_model_name", "") or "").strip() if agent else ""
+        name = own or (endpoint is None and settings.DRIFTLESS_SUMMARY_MODEL) or chat_model
+    timeouts = _timeouts()
     return OpenAIChatModel(
         name=name,
-        client=endpoint,
+        client=client(
+            base_url=base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeouts=timeouts,
+            max_retries=settings.LLM_MAX_RETRIES,
+        ),
         timeouts=timeouts,
         reply_max_tokens=settings.LLM_REPLY_MAX_TOKENS,
     )

@@ -5,6 +5,7 @@
 * ``facts``          the durable facts and their history;
 * ``audit``          the audit trails: memory decisions and deletions;
 * ``leases``         locks that expire on their own;
+* ``endpoints``      the model endpoints the operator declares;
 * ``consolidation``  the runs of the consolidator (what each changed and how to undo it).
 
 A new kind of record gets a module of its own beside them. Everything is imported from
@@ -25,6 +26,7 @@ from memory.models.conversation import (
     Topic,
     TopicQuerySet,
 )
+from memory.models.endpoints import ModelEndpoint
 from memory.models.facts import FactActor, FactChange, ImportantInfo
 from memory.models.leases import Lease
 from memory.models.tenancy import (
@@ -48,6 +50,7 @@ __all__ = [
     "ImportantInfo",
     "Lease",
     "MemoryDecision",
+    "ModelEndpoint",
     "MemoryState",
     "Message",
     "MessageQuerySet",

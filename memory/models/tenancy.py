@@ -54,6 +54,20 @@ class Agent(models.Model):
     model_name = models.CharField(
         max_length=200, blank=True, help_text="Chat model; blank uses DRIFTLESS_MODEL."
     )
+    endpoint = models.ForeignKey(
+        "memory.ModelEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="agents",
+        help_text="Where its models answer; blank: the deployment's (OPENAI_BASE_URL, or the "
+        "local model, or the offline one). A change applies from the next turn.",
+    )
+    summary_model_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Model for summaries, drift and consolidation; blank: the chat model.",
+    )
     temperature = models.FloatField(null=True, blank=True)
     mcp_servers = models.JSONField(
         default=list,

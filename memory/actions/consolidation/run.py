@@ -179,7 +179,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     if not _worth_asking(entries, data):
         prepared.nothing = "fewer than two promoted entries"
         return prepared
-    model = get_chat_model("summary")
+    model = get_chat_model("summary", agent=Agent.objects.filter(pk=scope.agent_id).first())
     prepared.model_name = model.name
     if model.offline:  # the model-free pass: near-duplicates merged, nothing superseded
         known = frozenset(entry.topic_id for entry in entries)

@@ -1,5 +1,6 @@
 """Create a demo organization, agent and user, idempotently, and say how to log in."""
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
@@ -98,8 +99,9 @@ def _model_line() -> str:
     """Which model answers: the banner says so, as the chat page does."""
     model = get_chat_model("chat")
     if model.offline:
+        local = "" if settings.LOCAL_MODEL == "off" else "; make run prepares a local one now"
         return (
             "  Model     offline (no model connected): set OPENAI_API_KEY, or OPENAI_BASE_URL "
-            "for a local server (make local-model builds one)"
+            f"for a local server (make local-model builds one){local}"
         )
     return f"  Model     {model.name}"
