@@ -237,6 +237,12 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DRIFTLESS_MODEL = env_str("DRIFTLESS_MODEL", "gpt-4o-mini")
 DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
+# What the model is good at (memory/llm/profiles.py): "auto" takes its family's defaults;
+# "small" sends question turns without tool schemas (tools only when the message asks for
+# a memory action); "capable" offers every tool on every turn.
+DRIFTLESS_MODEL_PROFILE = env_str("DRIFTLESS_MODEL_PROFILE", "auto").lower()
+if DRIFTLESS_MODEL_PROFILE not in ("auto", "small", "capable"):
+    raise ImproperlyConfigured("DRIFTLESS_MODEL_PROFILE must be auto, small or capable")
 # Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
 # model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
 # two chunks once the answer started (a stall). No total: a long answer may take its time.
