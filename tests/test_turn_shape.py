@@ -143,17 +143,27 @@ def test_both_shapes_share_one_stable_prefix(session, small):
     assert tooled["messages"][0] == lean["messages"][0]
 
 
-@pytest.mark.parametrize("model", ["gpt-4o-mini", SMALL])
-def test_a_capable_profile_always_carries_every_tool(session, fake_openai, settings, model):
+@pytest.mark.parametrize(
+    ("model", "capable", "other"), [("gpt-4o-mini", "auto", "small"), (SMALL, "capable", "auto")]
+)
+def test_a_capable_profile_always_carries_every_tool(
+    session, fake_openai, settings, model, capable, other
+):
+    """Capable (by family or by the setting): every tool, on a question too; the same
+    model under the other profile goes lean, so it is the profile that decides."""
     settings.DRIFTLESS_MODEL = model
-    settings.DRIFTLESS_MODEL_PROFILE = "auto" if model != SMALL else "capable"
+    settings.DRIFTLESS_MODEL_PROFILE = capable
+    fake_openai.reply_text("In May.")
     fake_openai.reply_text("In May.")
 
     do_send_message(session=session, content="When does my passport expire?")
+    settings.DRIFTLESS_MODEL_PROFILE = other
+    do_send_message(session=session, content="When does my passport expire?")
 
-    [request] = fake_openai.requests
-    assert tool_names(request)[: len(BUILTIN_TOOL_NAMES)] == list(BUILTIN_TOOL_NAMES)
-    assert "## Tools" in request["messages"][0]["content"]
+    full, lean = fake_openai.requests
+    assert tool_names(full)[: len(BUILTIN_TOOL_NAMES)] == list(BUILTIN_TOOL_NAMES)
+    assert "## Tools" in full["messages"][0]["content"]
+    assert tool_names(lean) == []
 
 
 def test_the_remember_command_works_on_a_lean_model_without_asking_it(session, small):

@@ -362,6 +362,10 @@ RECALLED_OUTRO = (
     "them (the latest state); when neither they nor your memory do, say that you do not know."
 )
 RECALLED_TOKENS = 600  # the passages' share of the request, best first until it is spent
+# On a lean turn (no tools: about 730 tokens fewer on a small model) the passages get more
+# room: on the QA tune half, with no model, 900 brought one more answer and two more
+# evidence turns than 600 into the request (59/67 and 64/74), 1,200 no more than 900.
+RECALLED_TOKENS_LEAN = 900
 
 
 def _latest_user(window: list[dict]) -> str:
@@ -396,15 +400,16 @@ def _recalled_text(
         )
     except SearchError:  # a message with no word to search for
         return ""
-    records = _chosen_records(hits, exchanges(hits, terms))
+    budget = RECALLED_TOKENS if tool else RECALLED_TOKENS_LEAN
+    records = _chosen_records(hits, exchanges(hits, terms), budget)
     if not records:
         return ""
     intro = f"{RECALLED_INTRO} {RECALLED_TOOL}" if tool else RECALLED_INTRO
     return _section(RECALLED_TITLE, "\n".join([intro, *records, RECALLED_OUTRO]))
 
 
-def _chosen_records(hits: list, halves: dict) -> list[str]:
-    """The hits' records, best first until ``RECALLED_TOKENS`` are spent, then oldest
+def _chosen_records(hits: list, halves: dict, budget: int) -> list[str]:
+    """The hits' records, best first until ``budget`` tokens are spent, then oldest
     first (the newest state is read last)."""
     chosen: list[tuple] = []
     shown: set[int] = set()
@@ -417,7 +422,7 @@ def _chosen_records(hits: list, halves: dict) -> list[str]:
         other = halves.get(hit.message_id) if hit.message_id is not None else None
         record = _recalled_record(hit, other)
         cost = estimate_tokens(record)
-        if spent + cost > RECALLED_TOKENS:
+        if spent + cost > budget:
             continue
         spent += cost
         if hit.message_id is not None:
