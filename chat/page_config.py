@@ -14,6 +14,7 @@ from django.urls import reverse
 from memory.lib.limits import MAX_MESSAGE_CHARS
 from memory.llm import get_chat_model
 from memory.llm.local import local_model_status
+from memory.llm.profiles import configured_profile
 
 # What a script calls each URL -> (the route's name, the placeholders of its URL).
 _ROUTES = {
@@ -65,14 +66,32 @@ def url_templates() -> dict[str, str]:
 
 def model_shown(agent=None) -> dict:
     """The model a page names (the agent's own, or the settings'), and whether it is the
-    offline stand-in: the chat page's badge and the start-up banner say which is active."""
+    offline stand-in, and its profile (memory/llm/profiles.py): the chat page's badge and the
+    start-up banner say which is active."""
     model = get_chat_model("chat", agent=agent)
-    shown = {"name": model.name, "offline": bool(model.offline), "local": ""}
+    profile = configured_profile(model.name)
+    shown = {
+        "name": model.name,
+        "offline": bool(model.offline),
+        "local": "",
+        "profile": profile.kind,
+        "profile_help": PROFILE_HELP[profile.kind],
+    }
     status = local_model_status() if model.offline else None
     if status and status.get("state") in {"preparing", "unavailable"}:
         # make run's local model (driftless/local_model.py): its progress, or why not.
         shown["local"] = str(status.get("message", ""))[:300]
     return shown
+
+
+# What the badge's profile means, in the words its tooltip shows (docs/memory.md).
+PROFILE_HELP = {
+    "small": (
+        "Small-model profile: questions go out without tool schemas, memory is given in "
+        "the prompt; tools are offered when you ask to remember, note or forget"
+    ),
+    "capable": "Capable-model profile: every tool is offered on every turn",
+}
 
 
 def page_config(request, **extra) -> dict:

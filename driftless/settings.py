@@ -8,6 +8,7 @@ channel layer, tasks run in-process, and the offline model. ``DATABASE_URL`` and
 from pathlib import Path
 
 from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 from driftless.env import (
     check_redis_url,
@@ -238,6 +239,12 @@ DRIFTLESS_SUMMARY_MODEL = env_str("DRIFTLESS_SUMMARY_MODEL")
 # The local model `make run` prepares and starts in the background (driftless/local_model.py)
 # when no endpoint is configured: "off" never does (tests and CI set it).
 LOCAL_MODEL = env_str("LOCAL_MODEL", "auto").lower()
+# What the model is good at (memory/llm/profiles.py): "auto" takes its family's defaults;
+# "small" sends question turns without tool schemas (tools only when the message asks for
+# a memory action); "capable" offers every tool on every turn.
+DRIFTLESS_MODEL_PROFILE = env_str("DRIFTLESS_MODEL_PROFILE", "auto").lower()
+if DRIFTLESS_MODEL_PROFILE not in ("auto", "small", "capable"):
+    raise ImproperlyConfigured("DRIFTLESS_MODEL_PROFILE must be auto, small or capable")
 # Model call timeouts, seconds. LLM_TIMEOUT_SECONDS: until the first streamed token (a CPU
 # model reads a long prompt at ~70 tokens/s: minutes). LLM_IDLE_TIMEOUT_SECONDS: between
 # two chunks once the answer started (a stall). No total: a long answer may take its time.

@@ -65,6 +65,7 @@ import signal
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 
 from bench.memory_qa.data import (
     LOCOMO_KINDS,
@@ -92,6 +93,12 @@ from bench.memory_qa.harness import (
     write_replies,
 )
 
+# The questions are factual: one or two short sentences answer them. The cap is the same
+# for every system (the request's max tokens), so a long list of candidates that happens
+# to contain the gold answer cannot win by length; the median reply is reported beside
+# every accuracy.
+ANSWER_MAX_TOKENS = 64
+
 
 def run_history(history: History, number: int, args, ledger: Ledger, pending: list) -> tuple:
     """Ingest one history, then ask its questions to every system; the scored replies and
@@ -105,9 +112,34 @@ def run_history(history: History, number: int, args, ledger: Ledger, pending: li
     ingestion["model_calls"] = len(calls)
     ingestion["estimated_tokens"] = sum(call.estimated for call in calls)
     scored: list[Scored] = []
-    budgets: dict[int, int] = {}
     full, cut = full_context(history, max_tokens=args.full_max_tokens)
     ingestion["full_turns_cut"] = cut
+    with answer_cap(args.answer_max_tokens):
+        _ask_all(history, args, ledger, scored, (agent, user, stranger), full, pending)
+    return scored, ingestion
+
+
+@contextmanager
+def answer_cap(max_tokens: int):
+    """Every system's answer capped at ``max_tokens`` (the request's max tokens, the same
+    for all: ``LLM_REPLY_MAX_TOKENS`` while the questions are asked); 0 leaves it as set."""
+    from django.conf import settings
+
+    before = settings.LLM_REPLY_MAX_TOKENS
+    if max_tokens:
+        settings.LLM_REPLY_MAX_TOKENS = max_tokens
+    try:
+        yield
+    finally:
+        settings.LLM_REPLY_MAX_TOKENS = before
+
+
+def _ask_all(
+    history: History, args, ledger: Ledger, scored: list, scope: tuple, full: str, pending: list
+) -> None:
+    """Ask the history's questions to every system, each system's calls in a row."""
+    agent, user, stranger = scope
+    budgets: dict[int, int] = {}
     for system in ("driftless", "retrieval", "full", "none"):  # each system's calls in a row
         if system not in args.systems:
             continue
@@ -130,7 +162,6 @@ def run_history(history: History, number: int, args, ledger: Ledger, pending: li
             right, f1 = score_reply(question, answer.reply)
             scored.append(Scored(history.id, question.kind, system, right, f1, answer, question))
             drain(pending)  # nothing should be due; never leave a timer behind
-    return scored, ingestion
 
 
 def check_targets(systems: dict, kinds: dict) -> dict:
@@ -172,7 +203,8 @@ def check_targets(systems: dict, kinds: dict) -> dict:
 def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dict, args) -> None:
     names = [name for name in SYSTEMS if name in systems]
     kind_names = list(kinds)
-    header = ["system", "right", "accuracy", "F1", "prompt tok/q", "cached", "calls/q", "fail"]
+    header = ["system", "right", "accuracy", "F1", "reply chars", "reply tok", "prompt tok/q"]
+    header += ["cached", "calls/q", "fail"]
     header += kind_names
     rows = []
     for name in names:
@@ -182,6 +214,8 @@ def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dic
             f"{row['right']}/{row['questions']}",
             f"{100 * row['accuracy']:.1f} %",
             f"{row['f1']:.3f}",
+            f"{row['median_reply_chars']:.0f}",
+            f"{row['median_reply_tokens']:.0f}",
             f"{row['prompt_tokens_per_question']:,.0f}",
             f"{100 * row['cached_share']:.0f} %",
             f"{row['calls_per_question']:.2f}",
@@ -198,7 +232,10 @@ def print_report(systems: dict, kinds: dict, ingestion: list[dict], targets: dic
     counts = ", ".join(
         f"{kind} {next(iter(kinds[kind].values()))['questions']}" for kind in kind_names
     )
-    print(f"questions per kind: {counts}")
+    print(
+        f"questions per kind: {counts}; reply chars / tok: the median reply (answers capped at "
+        f"{args.answer_max_tokens or 'LLM_REPLY_MAX_TOKENS'} tokens)"
+    )
     total = {
         key: sum(item[key] for item in ingestion)
         for key in ("sessions", "messages", "topics", "promoted", "forks", "model_calls")
@@ -233,6 +270,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ingest", choices=("model", "offline"), default="model")
     parser.add_argument("--full-max-tokens", type=int, default=6000)
     parser.add_argument("--retrieval-tokens", type=int, default=1500)
+    parser.add_argument(
+        "--answer-max-tokens",
+        type=int,
+        default=ANSWER_MAX_TOKENS,
+        help="every system's answer capped at N tokens (0: LLM_REPLY_MAX_TOKENS)",
+    )
     parser.add_argument("--out", help="write every reply, scored, to this JSON Lines file")
     args = parser.parse_args(argv)
     args.systems = tuple(s for s in SYSTEMS if s in args.systems.split(","))

@@ -48,6 +48,7 @@ class Call:
     prompt: int | None  # as the provider counted them, when it said
     cached: int
     seconds: float
+    completion: int | None = None  # the reply's tokens, as the provider counted them
 
 
 @dataclass
@@ -91,6 +92,7 @@ class RecordingModel:
                         usage.prompt_tokens if usage else None,
                         usage.cached_tokens if usage else 0,
                         time.perf_counter() - started,
+                        usage.completion_tokens if usage else None,
                     )
                 )
             yield item
@@ -359,8 +361,28 @@ def summarize(scored: list[Scored], systems: tuple[str, ...]) -> dict:
             "calls_per_question": round(len(calls) / len(rows), 2),
             "failures": sum(row.answer.failed for row in rows),
             "seconds_per_question": round(sum(call.seconds for call in calls) / len(rows), 2),
+            **reply_lengths(rows),
         }
     return result
+
+
+def reply_lengths(rows: list[Scored]) -> dict:
+    """The median reply of ``rows``, in characters and in tokens (the last chat call's
+    completion tokens as the provider counted them; four characters a token otherwise):
+    a list of candidates may hold the gold answer, so the score reads beside its length."""
+    from statistics import median
+
+    from memory.lib.tokens import estimate_tokens
+
+    def tokens(row: Scored) -> int:
+        chat = [call for call in row.answer.calls if call.kind == "chat"]
+        counted = chat[-1].completion if chat else None
+        return counted if counted is not None else estimate_tokens(row.answer.reply)
+
+    return {
+        "median_reply_chars": median(len(row.answer.reply) for row in rows) if rows else 0,
+        "median_reply_tokens": median(tokens(row) for row in rows) if rows else 0,
+    }
 
 
 def by_kind(scored: list[Scored]) -> dict:

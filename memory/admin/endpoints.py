@@ -1,29 +1,27 @@
 """Model endpoints in admin: superusers declare them (never a key: the name of the
 variable or file that holds it) and test them; agents pick one (memory/admin/__init__.py).
 
-``model_profile`` is where the model profile (memory/llm/profiles.py, what a model is
-good at and whether it calls tools, when that module exists) is shown beside a model name.
+``model_profile`` is where the model profile (memory/llm/profiles.py: what a model is
+good at and whether it calls tools) is shown beside a model name.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from django.contrib import admin, messages
 
 from memory.llm import endpoint_key
 from memory.llm.probe import probe
+from memory.llm.profiles import configured_profile
 from memory.models import ModelEndpoint
 
 
 def model_profile(name: str) -> str:
-    """What the model profile says of ``name``, in a line; blank without profiles."""
-    try:
-        profiles = importlib.import_module("memory.llm.profiles")
-    except ImportError:
+    """What the model profile says of ``name``, in a line; blank without a name."""
+    if not name:
         return ""
-    describe = getattr(profiles, "describe", None) or getattr(profiles, "profile_line", None)
-    return str(describe(name)) if describe and name else ""
+    profile = configured_profile(name)
+    tools = "every tool on every turn" if profile.tools_reliable else "tools only when asked"
+    return f"{profile.kind} ({profile.family}): {tools}"
 
 
 def key_source(endpoint: ModelEndpoint) -> str:

@@ -142,17 +142,21 @@ def search_past_chats(
     exclude_topic_id: int | None = None,
     replies: bool = False,
     messages_first: bool = False,
+    live_only: bool = False,
 ) -> list[RecallHit]:
     """The best ``limit`` hits for ``query`` in the past chats of ``session``'s scope, the
     topic ``exclude_topic_id`` (the current one) left out; ``replies`` searches the
     assistant's text replies too, not only the user's messages; ``messages_first`` puts
-    the messages first, ranked by BM25, then the topics and notes."""
+    the messages first, ranked by BM25, then the topics and notes; ``live_only`` leaves
+    the deprecated topics out (what the user reversed is never quoted as live)."""
     terms = recall_terms(query)
     limit = max(1, min(limit, RECALL_MAX_HITS))
     sessions = recall_sessions(session=session)
     topics = Topic.objects.filter(session__in=sessions)
     if exclude_topic_id is not None:
         topics = topics.exclude(pk=exclude_topic_id)
+    if live_only:
+        topics = topics.exclude(deprecated=True)
     messages = Message.objects.filter(topic__in=topics)
     if not replies:
         messages = messages.filter(role=Message.Role.USER)

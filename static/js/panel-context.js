@@ -30,6 +30,25 @@ const PARTS = {
   working_memory: ["Notes for this turn", "Working memory"],
 };
 
+// The model's profile (memory/llm/profiles.py) and the shape of the next turn: whether
+// the request carries the tools, and why.
+function shapeNote(data) {
+  const profile = data.profile;
+  const shape = data.shape;
+  if (!profile || !shape) return null;
+  const facts = [
+    "context " + number(profile.context_tokens) + " tokens",
+    profile.tools_reliable ? "calls tools reliably" : "calls tools poorly",
+    profile.json_schema ? "honours JSON schemas" : "no JSON schemas",
+  ].join(", ");
+  return el(
+    "p",
+    { class: "ctx-profile", title: "The model's profile: " + profile.family + " (DRIFTLESS_MODEL_PROFILE overrides it)" },
+    el("b", { text: profile.model + " · " + profile.kind }),
+    el("span", { text: " (" + facts + "). Next turn: " + (shape.lean ? "lean, no tools" : "with tools") + ": " + shape.reason + "." })
+  );
+}
+
 export function contextPanel({ api, sessionId, onOpenTopic }) {
   const link = topicLinker({ sessionId, onOpenTopic });
   const source = (entry, ...extra) => el("li", {}, link(entry), ...extra, ...consolidated(entry, link));
@@ -47,7 +66,7 @@ export function contextPanel({ api, sessionId, onOpenTopic }) {
       el("div", { class: "stat", title: "Approximate tokens of everything sent to the model" }, el("b", { text: number(data.tokens) }), el("span", { text: "tokens sent (about)" })),
       el("div", { class: "stat", title: "Prompt cache hit rate" }, el("b", { text: ratio === null || ratio === undefined ? "–" : Math.round(ratio * 100) + "%" }), el("span", { text: cacheText }))
     );
-    const nodes = [stats];
+    const nodes = [stats, shapeNote(data)];
     const sources = data.memory_sources || { kept: [], dropped: [] };
     const span = data.window;
     if (span) {
