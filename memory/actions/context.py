@@ -55,6 +55,7 @@ from memory.actions.turn_shape import TurnShape, turn_shape
 from memory.lib.spec import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
 from memory.lib.text import quoted_block, shown_topic_title
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
+from memory.llm import get_chat_model
 from memory.llm.profiles import ModelProfile, configured_profile
 from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import render_fact_lines
@@ -168,7 +169,7 @@ def assemble_context(
     window, span = trailing_window(
         topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
     )
-    shape = turn_shape(profile or configured_profile(agent.model_name), _latest_user(window))
+    shape = turn_shape(profile or _answering_profile(agent), _latest_user(window))
     tools = _tools(extra_tools) if shape.tools else []
     memory = get_persistent_memory(session=session)
 
@@ -574,3 +575,9 @@ def _tool_results_text(window: list[dict]) -> str:
         for message in window
         if message["role"] == "tool"
     )
+
+
+def _answering_profile(agent) -> ModelProfile:
+    """The profile of the model that answers this agent's turns: its endpoint's model when
+    an operator picked one in admin, else its own model name or the deployment's."""
+    return configured_profile(get_chat_model("chat", agent=agent).name)
