@@ -30,6 +30,9 @@ if CI and not all(SERVICES.values()):
     raise RuntimeError(f"CI=true but these services are not reachable: {missing}")
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
+# The deterministic stand-in encoder (memory/text/embeddings.py): a test about the packaged
+# encoder chooses it itself.
+os.environ.setdefault("DRIFTLESS_EMBEDDINGS", "hashed")
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
 # A server or worker a test starts as a process talks to that test's fake model server.

@@ -1,0 +1,70 @@
+"""Stored sentence vectors of messages and topics: computed once, read ever after.
+
+A message's vector is of its content, a topic's of its title and summary
+(:func:`topic_text`), both by memory/text/embeddings.py and stored as compact bytes on the
+row (``Message.embedding``, ``Topic.embedding``; migration 0016_embeddings). A row
+without one (written before, or by another encoder) gets it the first time it is asked
+for, in one batch and one ``bulk_update``; a topic's is computed again only when its
+title or summary changed (``Topic.embedding_key``, a digest of the text). Nothing
+here is recomputed per turn: the drift check embeds a topic's new messages, recall the
+few candidates that never had one. No event: a vector is derived data, never shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from memory.models import Message, Topic
+from memory.text.embeddings import embed, from_bytes, to_bytes
+
+
+def topic_text(topic: Topic) -> str:
+    return f"{topic.title}\n{topic.summary}".strip()
+
+
+def message_vectors(messages: Iterable[Message]) -> dict[int, np.ndarray]:
+    """The vector of every message given (by pk), computing and storing the missing."""
+    messages = list(messages)
+    found: dict[int, np.ndarray] = {}
+    missing: list[Message] = []
+    for message in messages:
+        vector = from_bytes(message.embedding)
+        if vector is None:
+            missing.append(message)
+        else:
+            found[message.pk] = vector
+    if missing:
+        vectors = embed([message.content for message in missing])
+        for message, vector in zip(missing, vectors, strict=True):
+            message.embedding = to_bytes(vector)
+            found[message.pk] = vector
+        Message.objects.bulk_update(missing, ["embedding"], batch_size=200)
+    return found
+
+
+def topic_vectors(topics: Iterable[Topic]) -> dict[int, np.ndarray]:
+    """The vector of every topic given (by pk), of its title and summary as they are now."""
+    topics = list(topics)
+    found: dict[int, np.ndarray] = {}
+    stale: list[Topic] = []
+    for topic in topics:
+        vector = from_bytes(topic.embedding)
+        if vector is None or topic.embedding_key != _digest(topic_text(topic)):
+            stale.append(topic)
+        else:
+            found[topic.pk] = vector
+    if stale:
+        vectors = embed([topic_text(topic) for topic in stale])
+        for topic, vector in zip(stale, vectors, strict=True):
+            topic.embedding = to_bytes(vector)
+            topic.embedding_key = _digest(topic_text(topic))
+            found[topic.pk] = vector
+        Topic.objects.bulk_update(stale, ["embedding", "embedding_key"], batch_size=200)
+    return found
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
