@@ -36,6 +36,7 @@ from memory.drift.llm import LLMDriftDetector, Subject
 from memory.events import publish_on_commit, topic_created
 from memory.lib.text import one_line
 from memory.models import Message, Session, Topic
+from memory.stores.vectors import message_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,11 @@ def plan_fork(
     """
     window_start = max(0, len(history) - scan_back)
     rows = [index for index, message in enumerate(history) if message.has_dialogue_text]
-    turns = [Turn(role=history[index].role, text=history[index].content) for index in rows]
+    vectors = message_vectors(history[index] for index in rows)  # stored once, read after
+    turns = [
+        Turn(role=history[i].role, text=history[i].content, vector=vector)
+        for i, vector in zip(rows, vectors, strict=True)
+    ]
     in_window = sum(1 for index in rows if index >= window_start)
     if len(turns) < 2 or in_window == 0:
         return DriftVerdict(False, None, "too few turns to judge"), None

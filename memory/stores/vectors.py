@@ -25,24 +25,20 @@ def topic_text(topic: Topic) -> str:
     return f"{topic.title}\n{topic.summary}".strip()
 
 
-def message_vectors(messages: Iterable[Message]) -> dict[int, np.ndarray]:
-    """The vector of every message given (by pk), computing and storing the missing."""
+def message_vectors(messages: Iterable[Message]) -> list[np.ndarray]:
+    """The vector of every message given, in order, computing and storing the missing
+    (a message not saved yet gets one computed, nothing stored)."""
     messages = list(messages)
-    found: dict[int, np.ndarray] = {}
-    missing: list[Message] = []
-    for message in messages:
-        vector = from_bytes(message.embedding)
-        if vector is None:
-            missing.append(message)
-        else:
-            found[message.pk] = vector
+    found: list[np.ndarray | None] = [from_bytes(message.embedding) for message in messages]
+    missing = [index for index, vector in enumerate(found) if vector is None]
     if missing:
-        vectors = embed([message.content for message in missing])
-        for message, vector in zip(missing, vectors, strict=True):
-            message.embedding = to_bytes(vector)
-            found[message.pk] = vector
-        Message.objects.bulk_update(missing, ["embedding"], batch_size=200)
-    return found
+        vectors = embed([messages[index].content for index in missing])
+        for index, vector in zip(missing, vectors, strict=True):
+            messages[index].embedding = to_bytes(vector)
+            found[index] = vector
+        saved = [messages[index] for index in missing if messages[index].pk is not None]
+        Message.objects.bulk_update(saved, ["embedding"], batch_size=200)
+    return found  # type: ignore[return-value]
 
 
 def topic_vectors(topics: Iterable[Topic]) -> dict[int, np.ndarray]:
