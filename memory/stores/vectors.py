@@ -6,8 +6,10 @@ row (``Message.embedding``, ``Topic.embedding``; migration 0016_embeddings). A r
 without one (written before, or by another encoder) gets it the first time it is asked
 for, in one batch and one ``bulk_update``; a topic's is computed again only when its
 title or summary changed (``Topic.embedding_key``, a digest of the text). Nothing
-here is recomputed per turn: the drift check embeds a topic's new messages, recall the
-few candidates that never had one. No event: a vector is derived data, never shown.
+here is recomputed per turn: the drift check (memory/actions/evaluation.py) embeds and
+stores the vectors of the active topic's messages and of its title and summary whenever
+it refreshes them; a turn's recall reads them and never writes (a row the check has not
+reached yet is embedded for that turn only). No event: a vector is derived, never shown.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ def topic_text(topic: Topic) -> str:
     return f"{topic.title}\n{topic.summary}".strip()
 
 
-def message_vectors(messages: Iterable[Message]) -> list[np.ndarray]:
-    """The vector of every message given, in order, computing and storing the missing
-    (a message not saved yet gets one computed, nothing stored)."""
+def message_vectors(messages: Iterable[Message], *, store: bool = True) -> list[np.ndarray]:
+    """The vector of every message given, in order, computing the missing and storing
+    them (``store``; a message not saved yet gets one computed, nothing stored)."""
     messages = list(messages)
     found: list[np.ndarray | None] = [from_bytes(message.embedding) for message in messages]
     missing = [index for index, vector in enumerate(found) if vector is None]
@@ -37,12 +39,14 @@ def message_vectors(messages: Iterable[Message]) -> list[np.ndarray]:
             messages[index].embedding = to_bytes(vector)
             found[index] = vector
         saved = [messages[index] for index in missing if messages[index].pk is not None]
-        Message.objects.bulk_update(saved, ["embedding"], batch_size=200)
+        if store and saved:
+            Message.objects.bulk_update(saved, ["embedding"], batch_size=200)
     return found  # type: ignore[return-value]
 
 
-def topic_vectors(topics: Iterable[Topic]) -> dict[int, np.ndarray]:
-    """The vector of every topic given (by pk), of its title and summary as they are now."""
+def topic_vectors(topics: Iterable[Topic], *, store: bool = True) -> dict[int, np.ndarray]:
+    """The vector of every topic given (by pk), of its title and summary as they are now,
+    computing the missing and stale ones and storing them (``store``)."""
     topics = list(topics)
     found: dict[int, np.ndarray] = {}
     stale: list[Topic] = []
@@ -58,7 +62,8 @@ def topic_vectors(topics: Iterable[Topic]) -> dict[int, np.ndarray]:
             topic.embedding = to_bytes(vector)
             topic.embedding_key = _digest(topic_text(topic))
             found[topic.pk] = vector
-        Topic.objects.bulk_update(stale, ["embedding", "embedding_key"], batch_size=200)
+        if store:
+            Topic.objects.bulk_update(stale, ["embedding", "embedding_key"], batch_size=200)
     return found
 
 
