@@ -53,9 +53,9 @@ from memory.drift.detectors import (
     candidate_starts,
     exchange_cues,
     exchange_end,
-    get_detector,
     subject_cues,
 )
+from memory.drift.semantic import get_detector
 
 #: Sources whose two speakers are both people: their role labels carry no meaning.
 PEOPLE_SOURCES = frozenset({"tiage"})

@@ -327,13 +327,9 @@ DEFAULT_DETECTOR = "lexical"
 
 def get_detector(name: str = DEFAULT_DETECTOR) -> DriftDetector:
     """A detector by name; raises ValueError listing the known names otherwise."""
-    if name == "semantic":  # memory/drift/semantic.py builds on this module
-        from memory.drift.semantic import SemanticDetector
-
-        return SemanticDetector()
     try:
         factory = _DETECTORS[name]
     except KeyError:
-        known = ", ".join(sorted([*_DETECTORS, "semantic"]))
+        known = ", ".join(sorted([*_DETECTORS, "semantic"]))  # semantic: memory/drift/semantic.py
         raise ValueError(f"unknown drift detector {name!r}; known: {known}") from None
     return factory()

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory.drift.detectors import DriftDetector, DriftVerdict, Turn, get_detector
+from memory.drift.detectors import DriftDetector, DriftVerdict, Turn
+from memory.drift.semantic import get_detector
 from memory.lib.text import one_line
 from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.llm import ChatModel, LLMError, context_input_tokens, get_chat_model

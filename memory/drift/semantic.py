@@ -27,7 +27,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from memory.drift.cues import Turn, substantive_turns
-from memory.drift.detectors import ANNOUNCED_MARGIN, LexicalDetector
+from memory.drift.detectors import ANNOUNCED_MARGIN, DriftDetector, LexicalDetector
+from memory.drift.detectors import get_detector as get_word_detector
 from memory.drift.dialogue_cues import announces_return, announces_switch
 from memory.text.embeddings import embed, encoder_name
 
@@ -144,3 +145,11 @@ class SemanticDetector(LexicalDetector):
             closest = float(np.max(vectors[before] @ vectors[index]))
             margins[index] = self.user_weight * (self.user_centre - closest)
         return margins
+
+
+def get_detector(name: str = "semantic") -> DriftDetector:
+    """A model-free detector by name: ``semantic`` (this module's), or one of
+    memory/drift/detectors.py's (``lexical``, ``baseline``); ValueError otherwise."""
+    if name == "semantic":
+        return SemanticDetector()
+    return get_word_detector(name)

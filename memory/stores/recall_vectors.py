@@ -12,7 +12,7 @@ The vector side is bounded, whatever the history's size (two queries, each with 
    by the vector of their title and summary (memory/stores/vectors.py: stored, computed
    again only when the summary changed);
 2. the conversation messages of the best :data:`VECTOR_TOPICS_READ` of them (at most
-   :data:`VECTOR_MESSAGES`, newest first) are ranked by their stored vectors, in numpy;
+   :data:`VECTOR_MESSAGES`, each topic's newest first) are ranked by their stored vectors, in numpy;
    those at least :data:`VECTOR_FLOOR` close to the query are the vector list.
 
 :func:`fuse` then gives each message ``1 / (RRF_K + rank)`` for each list it is in (ranks
@@ -32,7 +32,7 @@ from memory.text.embeddings import embed, encoder_name
 
 VECTOR_TOPICS = 300  # the scope's latest topics ranked by meaning
 VECTOR_TOPICS_READ = 6  # whose messages are ranked
-VECTOR_MESSAGES = 240  # at most, newest first
+VECTOR_MESSAGES = 240  # at most, each topic's newest first
 #: The cosine a message needs to the query to count as found by meaning. The stand-in
 #: encoder's cosines are of shared word pieces, lower for the same closeness.
 VECTOR_FLOOR = {"use": 0.3, "hashed": 0.35}
@@ -61,7 +61,9 @@ def vector_messages(
     rows = Message.objects.filter(topic_id__in=chosen).conversation()
     if not replies:
         rows = rows.filter(role=Message.Role.USER)
-    messages = list(rows.select_related("topic", "session").order_by("-pk")[:VECTOR_MESSAGES])
+    # In the (topic, -seq) index's order: a newest-first scan of the whole table is not.
+    rows = rows.select_related("topic", "session").order_by("topic_id", "-seq")
+    messages = list(rows[:VECTOR_MESSAGES])
     if not messages:
         return []
     vectors = np.stack(message_vectors(messages, store=False))
