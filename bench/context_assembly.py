@@ -10,8 +10,10 @@ rounds and error records in the threads, a share of the closed topics promoted o
 deprecated with summaries, archived notes, a long-running active topic holding a tenth
 of the scope), it assembles the newest session's context repeatedly and reports the
 median time and the number of queries of a steady-state turn (persistent memory served
-from the cache), and of a cold turn (cache just invalidated), as a table and as a last
-JSON line::
+from the cache), and of a cold turn (cache just invalidated), and the CPU a turn adds for
+recall by meaning (the query embedded, the stored vectors of the latest topics and of the
+nearest topics' messages read and ranked: ``+meaning``, against ``cpu words``, recall by
+words alone), as a table and as a last JSON line::
 
     {"bench": "context_assembly", "rows": [{"messages": N, "queries": Q, "ms_p50": T}, ...]}
 
@@ -39,6 +41,7 @@ SIZES = (100, 1_000, 10_000, 100_000)
 MESSAGES_PER_TOPIC = 20
 TOPICS_PER_SESSION = 5
 BATCH = 5_000
+EMBEDDING_CPU_MS_MAX = 10.0  # a turn's added CPU from embeddings (issue 46)
 
 
 def configure(*, sqlite: bool) -> tuple[str | None, str | None, str]:
@@ -221,6 +224,7 @@ def measure(session, *, repeat: int) -> dict:
     with CaptureQueriesContext(connection) as warm:
         assemble_context(session=session)
     return {
+        **embedding_cost(session, repeat=repeat),
         "queries": len(warm.captured_queries),
         "queries_cold": len(cold.captured_queries),
         "ms_p50": statistics.median(warm_ms),
@@ -229,6 +233,48 @@ def measure(session, *, repeat: int) -> dict:
         "window": len([m for m in stack.messages if m["role"] != "system"]),
         "dropped": len(stack.dropped),
     }
+
+
+def store_vectors(session) -> None:
+    """The vectors the drift check would have stored: the scope's latest topics' and the
+    messages of those recall by meaning reads (memory/stores/recall_vectors.py)."""
+    from memory.models import Message, Topic
+    from memory.stores.recall_ranking import recall_sessions
+    from memory.stores.recall_vectors import VECTOR_TOPICS
+    from memory.stores.vectors import message_vectors, topic_vectors
+
+    topics = list(
+        Topic.objects.filter(session__in=recall_sessions(session=session)).order_by("-pk")[
+            :VECTOR_TOPICS
+        ]
+    )
+    topic_vectors(topics)
+    message_vectors(Message.objects.filter(topic__in=topics).conversation())
+
+
+def embedding_cost(session, *, repeat: int) -> dict:
+    """A turn's added CPU from embeddings: the process's CPU time of an assembly with
+    recall by meaning, minus one by words alone (medians), the query embedded afresh
+    every turn (the encoder's cache emptied)."""
+    from django.conf import settings
+
+    from memory.actions.context import assemble_context
+    from memory.text import embeddings
+
+    store_vectors(session)
+    cpu = {}
+    for meaning in (False, True):
+        settings.RECALL_BY_MEANING = meaning
+        assemble_context(session=session)  # warm-up
+        spent = []
+        for _ in range(repeat):
+            embeddings._cache.clear()
+            start = time.process_time()
+            assemble_context(session=session)
+            spent.append((time.process_time() - start) * 1000)
+        cpu[meaning] = statistics.median(spent)
+    settings.RECALL_BY_MEANING = True
+    return {"cpu_ms_words": cpu[False], "cpu_ms_added": cpu[True] - cpu[False]}
 
 
 def main() -> int:
@@ -278,6 +324,8 @@ def print_report(rows: list[dict], *, label: str, repeat: int, seconds: float) -
         "cold ms",
         "window",
         "dropped",
+        "cpu words",
+        "+meaning",
     )
     print("  ".join(f"{h:>9}" for h in header))
     for row in rows:
@@ -291,6 +339,8 @@ def print_report(rows: list[dict], *, label: str, repeat: int, seconds: float) -
             f"{row['ms_cold']:.2f}",
             row["window"],
             row["dropped"],
+            f"{row['cpu_ms_words']:.2f}",
+            f"{row['cpu_ms_added']:.2f}",
         ]
         print("  ".join(f"{c:>9}" for c in cells))
     ratio = rows[-1]["ms_p50"] / rows[0]["ms_p50"]
@@ -308,13 +358,19 @@ def print_report(rows: list[dict], *, label: str, repeat: int, seconds: float) -
                         "messages": r["messages"],
                         "queries": r["queries"],
                         "ms_p50": round(r["ms_p50"], 3),
+                        "cpu_ms_added_by_embeddings": round(r["cpu_ms_added"], 3),
                     }
                     for r in rows
                 ],
             }
         )
     )
-    return 0 if ratio <= 2 and same_queries else 1
+    added = rows[-1]["cpu_ms_added"]
+    print(
+        f"CPU a turn adds for recall by meaning at {rows[-1]['messages']:,} messages: "
+        f"{added:.2f} ms (must be < {EMBEDDING_CPU_MS_MAX:g})"
+    )
+    return 0 if ratio <= 2 and same_queries and added < EMBEDDING_CPU_MS_MAX else 1
 
 
 if __name__ == "__main__":

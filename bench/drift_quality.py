@@ -53,9 +53,9 @@ from memory.drift.detectors import (
     candidate_starts,
     exchange_cues,
     exchange_end,
-    get_detector,
     subject_cues,
 )
+from memory.drift.semantic import get_detector
 
 #: Sources whose two speakers are both people: their role labels carry no meaning.
 PEOPLE_SOURCES = frozenset({"tiage"})
@@ -478,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     what.add_argument("--data", help="dialogues to score (JSON lines)")
     what.add_argument("--fit", metavar="TRAIN", help="refit the per-turn weights on TRAIN")
     what.add_argument("--fit-exchange", metavar="TRAIN", help="refit the exchange weights on TRAIN")
-    parser.add_argument("--detector", default="lexical")
+    parser.add_argument("--detector", default="semantic")
     parser.add_argument("--interval", type=int, default=10, help="messages between checks")
     parser.add_argument("--scan-back", type=int, default=10)
     parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")

@@ -286,6 +286,9 @@ SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
 # quoted after the window (memory/actions/context.py), so a model that never calls the
 # recall tool still sees it (a 1.5B model never did: docs/memory.md).
 RECALL_IN_CONTEXT = env_bool("RECALL_IN_CONTEXT", True)
+# Those passages are ranked by words (BM25) and by meaning (sentence vectors,
+# memory/stores/recall_vectors.py), fused; false ranks them by words alone.
+RECALL_BY_MEANING = env_bool("RECALL_BY_MEANING", True)
 # Consolidation runs by itself after an evaluation once this many topics of the scope were
 # promoted since its last run, or once one was and the memory block drops entries for its
 # budget (memory/actions/consolidation/run.py); 0 turns the automatic runs off.

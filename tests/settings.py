@@ -32,6 +32,9 @@ if CI and not all(SERVICES.values()):
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 # Tests never prepare nor start the local model (a server a test starts inherits this).
 os.environ["LOCAL_MODEL"] = "off"
+# The deterministic stand-in encoder (memory/text/embeddings.py): a test about the packaged
+# encoder chooses it itself.
+os.environ.setdefault("DRIFTLESS_EMBEDDINGS", "hashed")
 os.environ.pop("OPENAI_API_KEY", None)
 os.environ.pop("OPENAI_BASE_URL", None)
 # A server or worker a test starts as a process talks to that test's fake model server.

@@ -13,8 +13,9 @@ from tests.memory_builders import add_messages, add_tool_round, add_topic
 # session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
 # the latest message (memory/stores/recall_ranking.py): the sessions, the messages (the
 # scope's count, one query per word of the message, the rows: "m10" has one word), topics
-# and notes
-MAX_QUERIES = 12
+# and notes; and recall by meaning (memory/stores/recall_vectors.py): the scope's latest
+# topics, the nearest ones' messages
+MAX_QUERIES = 14
 
 
 def count_queries(session) -> tuple[int, int]:
@@ -62,6 +63,8 @@ def test_assembly_runs_the_same_number_of_queries_at_10_and_at_2000_messages(
     session, django_assert_max_num_queries
 ):
     Agent.objects.filter(pk=session.agent_id).update(memory_token_budget=200)
+    earlier = add_topic(session, title="Earlier", summary="An earlier subject.")
+    add_messages(session, 4, topic=earlier)  # one past topic: recall has something to rank
     add_messages(session, 10)
     small_cold, small_warm = count_queries(session)
 

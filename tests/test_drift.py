@@ -76,7 +76,7 @@ def test_a_failed_model_call_means_no_drift(fake_openai, failure):
     assert (verdict.drifted, verdict.start) == (False, None)
 
 
-def test_auto_asks_the_model_whenever_the_window_holds_a_user_turn(fake_openai):
+def test_auto_asks_the_model_where_the_text_is_unsure_and_takes_a_borderline_fork(fake_openai):
     fake_openai.reply_json({"drifted": True, "start": 6})
     assert llm_detector(prefilter=True).detect(TURNS, scan_back=5).start == 6
     assert len(fake_openai.requests) == 1
@@ -91,7 +91,7 @@ def test_auto_skips_the_call_only_for_a_window_without_a_user_turn(fake_openai):
 def test_with_the_offline_model_only_the_model_free_detector_runs(settings):
     for choice in ("auto", "llm"):
         settings.DRIFT_DETECTOR = choice
-        assert get_drift_detector().name == "lexical"
+        assert get_drift_detector().name == "semantic"
 
 
 def test_the_setting_chooses_the_detector(fake_openai, settings):

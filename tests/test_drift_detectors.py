@@ -457,7 +457,7 @@ def test_bench_command_prints_both_detectors_and_writes_predictions(tmp_path, ca
     argv = ["--data", str(data), "--interval", "1", "--out", str(out)]
     assert drift_quality.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["bench"] == "drift_quality" and summary["detector"] == "lexical"
+    assert summary["bench"] == "drift_quality" and summary["detector"] == "semantic"
     assert summary["interval"] == 1 and set(summary["baseline"]) == {"pk", "wd", "f1"}
     assert summary["f1"] == 1.0 and summary["pk"] == 0.0
     assert json.loads(out.read_text()) == {"id": "d1", "boundaries": [8]}
@@ -562,7 +562,7 @@ def test_product_data_spans_six_languages_with_labelled_switch_kinds() -> None:
     ]
     assert sum(len(half) for half in halves) >= 40
     for half in halves:
-        assert {d.lang for d in half} == {"en", "es", "de", "fr", "ru", "ja"}
+        assert {d.lang for d in half} >= {"en", "es", "de", "fr", "ru", "ja"}
         for lang in ("es", "de", "fr", "ru", "ja"):
             assert sum(len(d.boundaries) for d in half if d.lang == lang) >= 4
             assert any(not d.boundaries for d in half if d.lang == lang)

@@ -188,7 +188,7 @@ def test_two_subjects_between_two_evaluations_fork_twice_within_the_scan_back(se
 
 
 def test_the_model_decides_a_switch_the_lexical_pass_does_not_see(fake_openai, session, settings):
-    settings.DRIFT_DETECTOR = "auto"
+    settings.DRIFT_DETECTOR = "llm"  # the model alone: an option, never the default
     prior = session.active_topic()
     Topic.objects.filter(pk=prior.pk).update(title="Balcony veg", summary="Pots, tomatoes.")
     converse(session, GARDEN)
@@ -209,6 +209,34 @@ def test_the_model_decides_a_switch_the_lexical_pass_does_not_see(fake_openai, s
     assert "[6] user: Should the tomato plants" in first_call[1]["content"]
     prior.refresh_from_db()
     assert prior.title == "Balcony garden" and not prior.is_active
+
+
+def test_auto_never_lets_the_model_fork_alone(fake_openai, session, settings):
+    """A small model sees switches that are not there (the local 1.5B model forked a
+    one-subject talk 4 times): under ``auto`` its fork counts only at a turn the
+    model-free detector finds at least borderline, and staking tomatoes is a follow-up."""
+    settings.DRIFT_DETECTOR = "auto"
+    converse(session, GARDEN)
+    fake_openai.reply_json({"drifted": True, "start": 6})  # the model's call
+    fake_openai.reply_json(summary_answer(title="Balcony garden"))
+
+    outcome = evaluate_session(session_id=session.pk, reason="test")
+
+    assert outcome.action == "refreshed"
+    assert outcome.detail == "model's fork not borne out by the text"
+    assert Topic.objects.filter(session=session).count() == 1
+
+
+def test_auto_forks_a_clear_switch_without_asking_the_model(fake_openai, session, settings):
+    settings.DRIFT_DETECTOR = "auto"
+    converse(session, RUSSIAN)  # a real switch the model-free detector forks
+    fake_openai.reply_json(summary_answer(title="Кран"))  # the prior's summary, if asked
+    fake_openai.reply_json(summary_answer(title="Кран"))
+
+    outcome = evaluate_session(session_id=session.pk, reason="test")
+
+    assert outcome.action == "forked"
+    assert outcome.detail.startswith("lexical shift at turn 6")  # the text's, not the model's
 
 
 @pytest.mark.parametrize(
@@ -234,7 +262,7 @@ def test_an_unusable_model_answer_forks_nothing(fake_openai, session, settings, 
 
 
 def test_a_failed_model_call_forks_nothing(fake_openai, session, settings):
-    settings.DRIFT_DETECTOR = "auto"
+    settings.DRIFT_DETECTOR = "llm"
     converse(session, RUSSIAN)
     fake_openai.fail(500)
     fake_openai.reply_json(summary_answer(title="Кран"))

@@ -251,6 +251,7 @@ def test_the_reach_bench_says_which_answers_reach_the_prompt(tmp_path):
         "prompt": 3,
         "recalled": 3,
         "retrieval": 3,
+        "by_words": 3,  # recall by words alone finds these too: they share their words
         # the one question naming its evidence turn: it reaches both
         "evidence": 1,
         "ev_prompt": 1,

@@ -73,7 +73,8 @@ def test_a_refresh_that_finds_no_new_subject_leaves_the_stable_prefix_byte_ident
         fake_openai.reply_json(summary_answer(title=title, keep=bool(number)))
         outcome = evaluate(session)
         assert outcome.action == "refreshed"
-        assert session.active_topic().title == title  # the refresh did its work...
+        # the refresh did its work, and the title settled: the same subject keeps its name
+        assert session.active_topic().title == "Laptop battery"
         assert stable_prefix(session) == forked  # ...without touching a byte of the prefix
 
 

@@ -21,6 +21,7 @@ KINDS = (
     "preference",
     "abstain",
     "detail-in-small-talk",
+    "cross-language",  # asked in another language than the history (its "lang")
 )
 LOCOMO_KINDS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ROLES = ("user", "assistant")
@@ -47,6 +48,7 @@ class Question:
     kind: str
     accept: tuple[str, ...] = ()
     evidence: tuple[tuple[int, int], ...] = ()  # (session, turn), both from 0
+    lang: str = ""  # the question's, when not the history's (kind "cross-language")
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,14 @@ def parse_history(row: dict) -> History:
             if not (0 <= s < len(sessions) and 0 <= t < len(sessions[s].turns)):
                 raise DataError(f"evidence {[s, t]} of {q['q']!r} is outside the history")
         questions.append(
-            Question(q["q"], str(q["answer"]), q["kind"], tuple(q.get("accept", ())), evidence)
+            Question(
+                q["q"],
+                str(q["answer"]),
+                q["kind"],
+                tuple(q.get("accept", ())),
+                evidence,
+                q.get("lang", ""),
+            )
         )
     return History(row["id"], row.get("lang", "en"), tuple(sessions), questions)
 

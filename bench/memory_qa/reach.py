@@ -14,7 +14,13 @@ assembled as a turn would send it (memory/actions/context.py). Three things are 
 * ``prompt``: whether the gold answer, or an ``accept`` alternative, is in Driftless's whole
   request, normalized as the QA bench scores replies;
 * ``recalled``: whether it is in the passages recalled for the question;
-* ``retrieval``: whether it is in the retrieval baseline's context at the same size.
+* ``retrieval``: whether it is in the retrieval baseline's context at the same size;
+* ``by_words``: whether it is in the request with recall ranked by words alone (BM25,
+  ``RECALL_BY_MEANING=false``), the baseline of the hybrid ranking (words and meaning,
+  memory/stores/recall_vectors.py), in the same run.
+
+Questions of kind ``cross-language`` are asked in another language than the history's
+(bench/data/README.md): there words alone find little.
 
 An answer that is computed ("how many days between ...", "how much in total") is in no
 turn; what it needs is its evidence, the turns the question names. So two more counts, of
@@ -26,7 +32,7 @@ A model can only answer what reaches it, so this bounds what a ranking or a shar
 gain. It runs in seconds, which makes it the loop to choose them on (the tune half only).
 It prints a table per kind and a last JSON line ``{"bench": "memory_qa_reach", ...}``, and
 exits 1 when Driftless's prompt holds the answer for fewer questions than retrieval's
-context does.
+context does, or than recall by words alone (in all, or on the cross-language questions).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import tempfile
 from bench.memory_qa import harness as memory_qa
 from bench.memory_qa.data import contains, normalize
 
-CHECKS = ("prompt", "recalled", "retrieval")
+CHECKS = ("prompt", "recalled", "retrieval", "by_words")
 EVIDENCE = ("evidence", "ev_prompt", "ev_retrieval")
 COUNTED = (*CHECKS, *EVIDENCE)
 EVIDENCE_WORDS = 6
@@ -58,6 +64,8 @@ def reaches(turn: str, text_shingles: set[tuple[str, ...]]) -> bool:
 
 def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
     """One row per answerable question: which of the three holds its answer."""
+    from django.conf import settings
+
     from memory.actions.context import RECALLED_TITLE, assemble_context
     from memory.models import Message, Session
     from memory.stores.messages import store_message
@@ -73,7 +81,10 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
         try:
             store_message(session=session, role=Message.Role.USER, content=question.q)
             stack = assemble_context(session=session)
+            settings.RECALL_BY_MEANING = False  # the baseline: recall by words alone
+            words_stack = assemble_context(session=session)
         finally:
+            settings.RECALL_BY_MEANING = True
             Session.objects.filter(pk=session.pk).delete()
         size = memory_qa.request_estimate(stack.messages, stack.tools)
         texts = [  # the question itself holds no answer
@@ -89,10 +100,16 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
         turns = [history.sessions[s].turns[t].text for s, t in question.evidence]
         prompt = "\n".join(texts)
         in_prompt, in_retrieval = shingles(prompt), shingles(retrieval)
+        by_words = "\n".join(
+            str(message.get("content") or "")
+            for message in words_stack.messages
+            if (message["role"], message.get("content")) != ("user", question.q)
+        )
         found = {
             "prompt": prompt,
             "recalled": recalled,
             "retrieval": retrieval,
+            "by_words": by_words,
         }
         rows.append(
             {
@@ -146,7 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:>22}  {counts['questions']:>3}  {cells}")
     tokens = sum(row["tokens"] for row in rows) / max(1, len(rows))
     print(f"Driftless's request: about {tokens:,.0f} tokens a question (estimated)")
-    ok = table["all"]["prompt"] >= table["all"]["retrieval"]
+    crossed = table.get("cross-language", {"prompt": 0, "by_words": 0})
+    ok = (
+        table["all"]["prompt"] >= table["all"]["retrieval"]
+        and table["all"]["prompt"] >= table["all"]["by_words"]
+        and crossed["prompt"] >= crossed["by_words"]
+    )
     print(json.dumps({"bench": "memory_qa_reach", "by_kind": table, "rows": rows, "ok": ok}))
     return 0 if ok else 1
 

@@ -43,6 +43,7 @@ from memory.drift.detectors import DriftDetector
 from memory.drift.llm import get_drift_detector
 from memory.models import Message, Session, Topic
 from memory.stores import leases
+from memory.stores.vectors import topic_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +122,22 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
         return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)
     active, reasons = forks
     if active.pk != topic.pk:  # forked: the new subject is judged, its summary waits
+        _store_topic_vectors(session_id)
         return EvaluationOutcome("forked", "; ".join(reasons), topic.pk, active.pk)
     _refresh(topic=topic, through_seq=history[-1].seq)
+    _store_topic_vectors(session_id)
     return EvaluationOutcome("refreshed", reasons[-1], topic.pk)
+
+
+def _store_topic_vectors(session_id: int) -> None:
+    """Store the vectors of the session's topics whose title or summary changed (recall
+    reads them, memory/stores/recall_vectors.py); the messages' were stored by the
+    drift check."""
+    topic_vectors(
+        Topic.objects.filter(session_id=session_id).only(
+            "pk", "title", "summary", "embedding", "embedding_key"
+        )
+    )
 
 
 def fork_while_drifting(

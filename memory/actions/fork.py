@@ -32,10 +32,13 @@ from memory.actions.summarize import (
 )
 from memory.actions.topics import close_topic
 from memory.drift.detectors import DriftDetector, DriftVerdict, Turn
+from memory.drift.dialogue_cues import announces_switch
 from memory.drift.llm import LLMDriftDetector, Subject
 from memory.events import publish_on_commit, topic_created
 from memory.lib.text import one_line
+from memory.llm.gist import without_opener
 from memory.models import Message, Session, Topic
+from memory.stores.vectors import message_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,11 @@ def plan_fork(
     """
     window_start = max(0, len(history) - scan_back)
     rows = [index for index, message in enumerate(history) if message.has_dialogue_text]
-    turns = [Turn(role=history[index].role, text=history[index].content) for index in rows]
+    vectors = message_vectors(history[index] for index in rows)  # stored once, read after
+    turns = [
+        Turn(role=history[i].role, text=history[i].content, vector=vector)
+        for i, vector in zip(rows, vectors, strict=True)
+    ]
     in_window = sum(1 for index in rows if index >= window_start)
     if len(turns) < 2 or in_window == 0:
         return DriftVerdict(False, None, "too few turns to judge"), None
@@ -93,6 +100,18 @@ def plan_fork(
         reason=verdict.reason,
     )
     return verdict, plan
+
+
+def subject_of(text: str) -> str:
+    """A message without what announces the switch: "Completely different thing: I need a
+    laptop" is "I need a laptop", in every language the drift cues know."""
+    text = without_opener(text.strip())
+    head, mark, rest = text.partition(":")
+    if not mark:
+        head, mark, rest = text.partition(",")
+    if mark and rest.strip() and len(head) <= 40 and announces_switch(head + mark):
+        text = rest.strip()
+    return text[:1].upper() + text[1:]
 
 
 def tool_safe_cut(history: Sequence[Message], cut: int, *, lowest: int) -> int | None:
@@ -201,7 +220,7 @@ def _fork_locked(
             origin=Topic.Origin.DRIFT,
             forked_from=prior,
             is_active=False,
-            title=fallback_title(first_user) if first_user.strip() else "",
+            title=fallback_title(subject_of(first_user)) if first_user.strip() else "",
         )
         relocated = [pk for pk, _, _ in moving]
         Message.objects.filter(pk__in=relocated).update(topic=topic)

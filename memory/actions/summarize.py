@@ -59,6 +59,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.actions.titles import settled_title
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.lib.spec import MIN_MEMORY_TURNS
@@ -540,8 +541,9 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
         # The user's correction of these very messages wins; only the flag is the model's.
         text_changed = False
     else:
-        text_changed = (topic.title, topic.summary) != (summary.title, summary.summary)
-        topic.title = summary.title
+        title = settled_title(topic=topic, title=summary.title, summary=summary.summary)
+        text_changed = (topic.title, topic.summary) != (title, summary.summary)
+        topic.title = title
         topic.summary = summary.summary
         topic.summary_is_fallback = summary.fallback
         topic.summarized_through_seq = summary.through_seq

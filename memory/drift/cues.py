@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memory.drift.dialogue_cues import (
     announces_return,
@@ -36,6 +36,9 @@ from memory.text.stats import bag, content_terms, cosine, topic_bag, topic_terms
 class Turn:
     role: str  # "user" | "assistant"
     text: str
+    #: The text's stored sentence vector (memory/stores/vectors.py), when the caller has it;
+    #: the semantic detector embeds the turns that come without one.
+    vector: object = field(default=None, compare=False, repr=False)
 
 
 # --------------------------------------------------------------------------- #

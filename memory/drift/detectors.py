@@ -330,6 +330,6 @@ def get_detector(name: str = DEFAULT_DETECTOR) -> DriftDetector:
     try:
         factory = _DETECTORS[name]
     except KeyError:
-        known = ", ".join(sorted(_DETECTORS))
+        known = ", ".join(sorted([*_DETECTORS, "semantic"]))  # semantic: memory/drift/semantic.py
         raise ValueError(f"unknown drift detector {name!r}; known: {known}") from None
     return factory()

@@ -62,7 +62,7 @@ _SWITCH_OPENER = re.compile(
     r"(?:unrelated|something else|something (?:completely|totally|entirely) different)\b|"
     r"(?:(?:y|und|et|mais|pero|noch|mal|а|и)[\s,]+)?"
     r"(?:otra cosa|algo (?:totalmente |muy )?distinto|(?:tout )?autre chose|"
-    r"(?:etwas |was )?(?:ganz |völlig )?anderes|совсем другое)\b)",
+    r"(?:(?:ganz|völlig) )?(?:etwas |was )?(?:ganz |völlig )?anderes|совсем другое)\b)",
     re.IGNORECASE,
 )
 #: Phrases by which a speaker goes back to an earlier subject, where a clause starts

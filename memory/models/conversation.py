@@ -260,6 +260,18 @@ class Topic(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    embedding = models.BinaryField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Sentence vector of the title and summary (memory/text/embeddings.py).",
+    )
+    embedding_key = models.CharField(
+        max_length=16,
+        blank=True,
+        editable=False,
+        help_text="Digest of the text the embedding is of: another text computes it again.",
+    )
 
     objects = TopicQuerySet.as_manager()
 
@@ -354,6 +366,12 @@ class Message(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     stopped = models.BooleanField(
         default=False, help_text="A reply the user stopped: what had streamed until then."
+    )
+    embedding = models.BinaryField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Sentence vector of the content (memory/text/embeddings.py), once.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
@@ -43,6 +44,7 @@ from django.utils import timezone
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
 from memory.models import Message, Notes, Session, Topic
+from memory.stores.recall_vectors import fuse, vector_messages
 from memory.stores.search import (
     _WORD,
     MESSAGE_VECTOR,
@@ -162,10 +164,15 @@ def search_past_chats(
         messages = messages.filter(role=Message.Role.USER)
     rank = bm25_messages if messages_first else indexed_messages
     found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
+    by_meaning: set[int] = set()
+    if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
+        nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
+        by_meaning = {message.pk for message, _ in nearest}
+        found = fuse(found, [message for message, _ in nearest])
     candidates = [("message", message, message.content) for message in found]
     candidates += _topic_candidates(topics, terms)
     candidates += _notes_candidates(topics, terms)
-    hits = _ranked_hits(candidates, terms)
+    hits = _ranked_hits(candidates, terms, keep=by_meaning)
     if messages_first:  # a stable sort: the topics and notes keep their order, after them
         position = {message.pk: index for index, message in enumerate(found)}
         hits.sort(key=lambda hit: position.get(hit.message_id, len(position)))
@@ -253,7 +260,9 @@ def _notes_candidates(topics, terms: list[str]):
     return [("notes", notes, notes.content) for notes in rows]
 
 
-def _ranked_hits(candidates, terms: list[str]) -> list[RecallHit]:
+def _ranked_hits(candidates, terms: list[str], keep: set[int] = frozenset()) -> list[RecallHit]:
+    """The candidates that hold a query word (or whose message pk is in ``keep``: found
+    by meaning), scored by the share of the query's words they hold."""
     tokens = [_folded_words(text) for _, _, text in candidates]
     folded_terms = [_fold_accents(term) for term in terms]
     present = [
@@ -267,8 +276,8 @@ def _ranked_hits(candidates, terms: list[str]) -> list[RecallHit]:
     }
     hits = []
     for (kind, row, text), found in zip(candidates, present, strict=True):
-        if not found:  # the index matched a word the fold sees otherwise: not a hit
-            continue
+        if not found and not (kind == "message" and row.pk in keep):
+            continue  # the index matched a word the fold sees otherwise: not a hit
         score = sum(weight[term] for term in found) / sum(weight.values())
         hits.append(_hit(kind, row, text, folded_terms, score))
     hits.sort(key=lambda hit: (round(hit.score, 6), hit.at, hit.topic_id), reverse=True)
