@@ -27,7 +27,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from pydantic import Field, TypeAdapter, WithJsonSchema
-from typing_extensions import TypedDict  # pydantic reads its types on Python 3.11
+from typing_extensions import NotRequired, TypedDict  # pydantic reads its types on Python 3.11
 
 from memory.infra.outage import channel_breaker
 from memory.lib.text import shown_topic_title
@@ -89,6 +89,9 @@ class MessagePayload(TypedDict):
     cached_tokens: int | None
     completion_tokens: int | None
     stopped: bool  # a reply the user stopped (turn.cancel): what had streamed until then
+    # A reply's record of memory (memory/actions/memory_trace.py): what its request
+    # carried ("carried": kinds and ids) and what its turn changed ("changed"); {} else.
+    memory_trace: dict[str, Any]
     created_at: Timestamp
 
 
@@ -146,6 +149,7 @@ def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -
         "cached_tokens": message.cached_tokens,
         "completion_tokens": message.completion_tokens,
         "stopped": message.stopped,
+        "memory_trace": dict(message.memory_trace or {}),
         "created_at": timestamp(message.created_at),
     }
 
@@ -217,6 +221,10 @@ class ReplyDelta(TypedDict):
     type: Literal["reply.delta"]
     turn_id: str
     delta: str
+    # The reply so far (this model answer's text, every delta until this one) rendered by
+    # the server's Markdown rules (memory/text/markdown.py), as a stored reply is: the page
+    # shows it in place of the raw text, so a bold word is bold while it streams.
+    html: NotRequired[str]
 
 
 class TurnDone(TypedDict):
@@ -326,8 +334,12 @@ def turn_started(turn_id: str, *, user_message_id: int) -> TurnStarted:
     return {"type": "turn.started", "turn_id": turn_id, "user_message_id": user_message_id}
 
 
-def reply_delta(turn_id: str, delta: str) -> ReplyDelta:
-    return {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
+def reply_delta(turn_id: str, delta: str, *, so_far: str | None = None) -> ReplyDelta:
+    """``so_far``: the answer's text until now, sent rendered as ``html`` too."""
+    event: ReplyDelta = {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
+    if so_far is not None:
+        event["html"] = render_markdown(so_far)
+    return event
 
 
 def turn_done(

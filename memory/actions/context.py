@@ -123,6 +123,9 @@ class ContextStack:
     dropped: tuple[str, ...]  # persistent-memory titles the budget left out
     window: WindowSpan
     dropped_earlier_topics: tuple[str, ...] = ()  # this session's, by its budget
+    # What of memory the request carries, kind and ids (memory/actions/memory_trace.py):
+    # persistent-memory entries, facts, the topic's notes, recalled passages.
+    carried: tuple[dict, ...] = ()
 
     def layer(self, name: LayerName) -> ContextLayer:
         return next(layer for layer in self.layers if layer.name == name)
@@ -158,6 +161,8 @@ def assemble_context(
     active, prior = _session_topics(session)
     tools = _tools(extra_tools)
     memory = get_persistent_memory(session=session)
+    carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
+    facts_text = _facts_text(session, carried)
 
     stable = _layer(
         "stable",
@@ -165,13 +170,16 @@ def assemble_context(
         skills=_section("Skills", agent.skills.strip()),
         tools=_section("Tools", _tools_text(tools)),
         persistent_memory=memory.text,
-        durable_facts=_facts_text(session),
+        durable_facts=facts_text,
         drift_result=_section("Drift detection", session.drift_result.strip()),
     )
     prior_text, prior_dropped = _prior_topics(prior)
+    notes = read_notes(topic_id=active["pk"])
+    if notes.strip():
+        carried.append({"kind": "notes", "topic_id": active["pk"], "session_id": session.pk})
     semi_stable = _layer(
         "semi_stable",
-        notes=_quoted_section(NOTES_TITLE, NOTES_INTRO, read_notes(topic_id=active["pk"])),
+        notes=_quoted_section(NOTES_TITLE, NOTES_INTRO, notes),
         prior_topics=_section(
             EARLIER_TOPICS_TITLE, prior_text and f"{EARLIER_TOPICS_INTRO}\n{prior_text}"
         ),
@@ -179,7 +187,7 @@ def assemble_context(
     window, span = trailing_window(
         topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
     )
-    recalled = _recalled_text(session, active["pk"], window)
+    recalled = _recalled_text(session, active["pk"], window, carried)
     volatile = _layer(
         "volatile",
         date=today_text(today or timezone.localdate()),
@@ -207,6 +215,7 @@ def assemble_context(
         dropped=tuple(entry.title for entry in memory.dropped),
         window=span,
         dropped_earlier_topics=prior_dropped,
+        carried=tuple(carried),
     )
 
 
@@ -351,7 +360,9 @@ RECALLED_OUTRO = (
 RECALLED_TOKENS = 600  # the passages' share of the request, best first until it is spent
 
 
-def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -> str:
+def _recalled_text(
+    session: Session, active_topic_id: int, window: list[dict], carried: list[dict] | None = None
+) -> str:
     """What recall finds in the scope's other topics for the user's latest message, so a
     model that never calls the tool still sees it (``RECALL_IN_CONTEXT``); empty when
     nothing matches."""
@@ -390,11 +401,35 @@ def _recalled_text(session: Session, active_topic_id: int, window: list[dict]) -
         if hit.message_id is not None:
             shown.update([hit.message_id, *([other[0]] if other else [])])
         chosen.append((hit.at, record))
+        if carried is not None:
+            carried.append(_recalled_ref(hit))
     if not chosen:
         return ""
     chosen.sort(key=lambda pair: pair[0])  # oldest first: the newest state is read last
     records = [record for _, record in chosen]
     return _section(RECALLED_TITLE, "\n".join([RECALLED_INTRO, *records, RECALLED_OUTRO]))
+
+
+def _entry_ref(entry) -> dict:
+    """A persistent-memory entry the request carries: its topic, where it lives."""
+    return {
+        "kind": "memory",
+        "topic_id": entry.topic_id,
+        "session_id": entry.session_id,
+        "title": shown_topic_title(entry.title),
+    }
+
+
+def _recalled_ref(hit) -> dict:
+    """A recalled passage the request carries: the message (or topic) it comes from."""
+    return {
+        "kind": "recalled",
+        "topic_id": hit.topic_id,
+        "session_id": hit.session_id,
+        "message_id": hit.message_id,
+        "title": shown_topic_title(hit.topic_title),
+        "date": hit.date,
+    }
 
 
 def _latest_user_index(messages: list[dict]) -> int:
@@ -473,7 +508,7 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines[start:]), tuple(titles[:start])
 
 
-def _facts_text(session: Session) -> str:
+def _facts_text(session: Session, carried: list[dict] | None = None) -> str:
     data, provenance = (
         ImportantInfo.objects.filter(
             user_id=session.user_id,
@@ -484,6 +519,8 @@ def _facts_text(session: Session) -> str:
         .first()
     ) or ({}, {})
     lines = render_fact_lines(data or {}, provenance=provenance or {})
+    if carried is not None:
+        carried.extend({"kind": "fact", "key": key} for key in sorted(data or {}))
     return _section(FACTS_TITLE, f"{FACTS_INTRO}\n" + "\n".join(lines)) if lines else ""
 
 

@@ -41,6 +41,7 @@ from django.db import connection, transaction
 
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
+from memory.actions.memory_trace import memory_trace
 from memory.actions.scheduling import note_message_stored
 from memory.actions.tools import CallResults, dispatch_tool_calls
 from memory.events import (
@@ -314,6 +315,7 @@ def _converse(
                 role=Message.Role.ASSISTANT,
                 content=completion.content,
                 stopped=True,
+                memory_trace=memory_trace(stack.carried, result.activity),
                 **_usage(completion),
             )
             return
@@ -322,6 +324,7 @@ def _converse(
                 session,
                 role=Message.Role.ASSISTANT,
                 content=_reply_text(completion, after_tools=round_number > 0),
+                memory_trace=memory_trace(stack.carried, result.activity),
                 **_usage(completion),
             )
             return
@@ -384,7 +387,12 @@ def _answer_command(*, session: Session, command: MemoryCommand, result: TurnRes
         text = describe_tool_result(call.name, arguments, tool_messages[0].content)
     flush_outbox()
     publish(session.pk, reply_delta(result.turn_id, text))
-    result.reply = _store(session, role=Message.Role.ASSISTANT, content=text)
+    result.reply = _store(
+        session,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        memory_trace=memory_trace((), result.activity, command=True),
+    )
 
 
 def _stored_calls(tool_calls: Sequence[ToolCall]) -> list[dict]:
@@ -410,10 +418,13 @@ def _stream(
     stopped by the user, what had streamed (the stream is closed, so the model stops)."""
     _give_back_connection()  # the turn's next query comes after the model's answer
     flush_outbox()  # what happened so far is shown before the model is asked
-    deltas = DeltaBatcher(
-        lambda text: publish(session.pk, reply_delta(turn_id, text)),
-        seconds=settings.STREAM_BATCH_SECONDS,
-    )
+    sent: list[str] = []
+
+    def send(text: str) -> None:  # each batch with the whole answer so far, rendered
+        sent.append(text)
+        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)))
+
+    deltas = DeltaBatcher(send, seconds=settings.STREAM_BATCH_SECONDS)
     streamed: list[str] = []
     if stop.requested():
         return Completion(content="", tool_calls=(), usage=None, model="")

@@ -355,6 +355,13 @@ class Message(models.Model):
     stopped = models.BooleanField(
         default=False, help_text="A reply the user stopped: what had streamed until then."
     )
+    memory_trace = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="A reply's record of memory: what its request carried (memory entries, "
+        "facts, notes, recalled passages: kinds and ids) and what its turn changed "
+        "(memory/actions/memory_trace.py).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MessageQuerySet.as_manager()
