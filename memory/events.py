@@ -21,13 +21,18 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,  # pydantic reads its types on Python 3.11
+)
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from pydantic import Field, TypeAdapter, WithJsonSchema
-from typing_extensions import NotRequired, TypedDict  # pydantic reads its types on Python 3.11
+from typing_extensions import TypedDict
 
 from memory.infra.outage import channel_breaker
 from memory.lib.text import shown_topic_title
