@@ -19,6 +19,7 @@ import { createEvaluator, installExitTriggers } from "./lifecycle.js";
 import { createTopics } from "./topics.js";
 import { createSessions } from "./sessions.js";
 import { createThread } from "./thread.js";
+import { undoFactChange } from "./thread-memory.js";
 import { createInspector } from "./inspector.js";
 import { memoryPanel } from "./panel-memory.js";
 import { factsPanel } from "./panel-facts.js";
@@ -53,8 +54,14 @@ const thread = createThread({
   root: $("thread"),
   scroller: $("thread-scroll"),
   agentName,
+  sessionId,
   onRetry: retry,
   onOpenTopic: (id) => openTopic(id),
+  onOpenFacts: () => $("tab-facts").click(),
+  onUndoChange: async (change) => {
+    await undoFactChange(api, sessionId, change);
+    inspector.refresh("facts", "context");
+  },
   onLoadEarlier: () => loadEarlier(),
   onRegenerate: regenerate,
   onEdit: editAndResend,
@@ -275,8 +282,8 @@ const handlers = {
     thread.clearFailure();
     setWorking(true);
   },
-  "reply.delta"({ turn_id: turnId, delta }) {
-    if (viewedId === topics.activeId()) thread.delta(turnId, delta);
+  "reply.delta"({ turn_id: turnId, delta, html }) {
+    if (viewedId === topics.activeId()) thread.delta(turnId, delta, html);
     if (!working) setWorking(true);
   },
   "turn.done"({ ok }) {

@@ -1,0 +1,102 @@
+"""The chat, round three (issue 47), in the browser: the memory line under a reply (what its
+request carried, what its turn stored, with Undo; the same after a reload), Regenerate on a
+reply stopped before its first word, and Markdown rendered while the reply streams."""
+
+import pytest
+
+from memory.models import FactActor, Message, Session
+from memory.stores.facts import read_facts, set_fact
+from tests.browser.test_chat import wait_for_reply
+from tests.memory_builders import add_topic
+
+pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
+
+
+def send(page, text: str) -> None:
+    page.get_by_label("Message Drift").fill(text)
+    page.keyboard.press("Enter")
+
+
+def test_the_memory_line_lists_the_promoted_topic_and_the_fact_and_survives_a_reload(
+    open_chat, session, alice, agent
+):
+    earlier = Session.objects.start(user=alice, agent=agent, title="Last spring")
+    kyoto = add_topic(earlier, title="Kyoto trip", summary="Kyoto in April.", keep=True, messages=2)
+    set_fact(user=alice, agent=agent, key="passport", value="expires in May", actor=FactActor.USER)
+    page = open_chat(session)
+
+    send(page, "What should I pack?")
+    wait_for_reply(page)
+
+    def check_line():
+        line = page.locator(".msg-assistant .memory-line").last
+        assert "1 memory entry, 1 fact" in line.locator("summary").inner_text()
+        line.locator("summary").click()
+        topic = line.get_by_role("link", name="“Kyoto trip”")
+        assert topic.get_attribute("href").endswith(f"/sessions/{earlier.pk}/#topic-{kyoto.pk}")
+        assert line.get_by_role("button", name="passport").is_visible()
+
+    check_line()
+    page.reload()
+    page.wait_for_selector("#conn[data-state=open]")
+    check_line()
+    # The fact's link opens the Facts panel.
+    page.locator(".memory-line").last.get_by_role("button", name="passport").click()
+    page.locator("#panel-facts .fact-key", has_text="passport").wait_for()
+
+
+def test_what_a_turn_remembered_is_said_once_and_undone_in_one_click(open_chat, session, alice):
+    page = open_chat(session)
+
+    send(page, "/remember passport = expires in May")
+    wait_for_reply(page)
+
+    thread = page.locator("#thread")
+    assert thread.inner_text().count("Remembered: passport = expires in May") == 1
+    assert page.locator("#thread .tool").count() == 0  # not the tool chip and the reply both
+    line = page.locator(".msg-assistant .memory-line").last
+    line.locator("summary").click()
+    line.get_by_role("button", name="Undo: Remembered: passport = expires in May").click()
+    line.get_by_text("Undone").wait_for()
+    assert read_facts(user=alice, agent=session.agent) == {}
+    page.reload()
+    page.wait_for_selector("#conn[data-state=open]")
+    assert page.locator("#thread").inner_text().count("Remembered: passport") == 1
+
+
+def test_a_reply_stopped_before_its_first_word_can_be_regenerated_after_a_reload(
+    open_chat, session
+):
+    session.append_message(role=Message.Role.USER, content="Plan my balcony garden")
+    session.append_message(role=Message.Role.ASSISTANT, content="", stopped=True)
+    page = open_chat(session)
+    assert page.locator(".stopped-note").inner_text() == "Stopped before the reply began"
+
+    page.locator(".msg-assistant").hover()
+    page.get_by_role("button", name="Regenerate the reply").click()
+    page.wait_for_function("() => !document.querySelector('.stopped-note')")
+    wait_for_reply(page)
+
+    reply = session.messages.filter(role=Message.Role.ASSISTANT).get()
+    assert reply.content.startswith("Offline mode") and not reply.stopped
+    assert page.locator(".msg-user").count() == 1
+
+
+BOLD_WHILE_STREAMING = """() => {
+    const part = document.querySelector('.part.is-streaming .md');
+    return part && part.querySelector('strong') && part.querySelector('strong').textContent === 'bold'
+        && !part.textContent.includes('**');
+}"""
+
+
+def test_a_bold_word_is_bold_while_the_reply_still_streams(open_slow_chat, session, slow_model):
+    slow_model.TEXT = ["Here", "is", "**bold**", "text", "and", "`code`", "that", "streams"]
+    try:
+        page = open_slow_chat(session)
+        send(page, "Say something bold")
+        page.wait_for_function(BOLD_WHILE_STREAMING)
+        assert page.locator(".part.is-streaming").count() == 1  # still streaming
+        page.get_by_role("button", name="Stop the reply (Esc)").click()
+        page.wait_for_function("() => !document.querySelector('.part.is-streaming')")
+    finally:
+        del slow_model.TEXT
