@@ -26,6 +26,7 @@ _ROUTES = {
     "sessionMemory": ("api-session-memory", ("session_id",)),
     "sessionFacts": ("api-session-facts", ("session_id",)),
     "sessionFact": ("api-session-fact", ("session_id", "key")),
+    "topicResume": ("api-topic-resume", ("topic_id",)),
     "sessionContext": ("api-session-context", ("session_id",)),
     "sessionEvaluate": ("session-evaluate", ("session_id",)),
     "topic": ("api-topic", ("topic_id",)),

@@ -263,11 +263,12 @@ class TopicCreated(TypedDict):
 
 
 class TopicUpdated(TypedDict):
-    """A topic's title, summary or memory state changed (summary, refresh, curation)."""
+    """A topic's title, summary or memory state changed (summary, refresh, curation), or
+    it became active again or stopped being so (resumed: the user resumed an earlier one)."""
 
     type: Literal["topic.updated"]
     topic: TopicPayload
-    reason: Literal["summary", "refresh", "curation"]
+    reason: Literal["summary", "refresh", "curation", "resumed"]
 
 
 class TopicDeleted(TypedDict):
@@ -374,7 +375,7 @@ def topic_created(*, topic: Topic, previous: Topic | None, relocated_message_ids
 
 
 def topic_updated(
-    topic: Topic, *, reason: Literal["summary", "refresh", "curation"]
+    topic: Topic, *, reason: Literal["summary", "refresh", "curation", "resumed"]
 ) -> TopicUpdated:
     return {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
 

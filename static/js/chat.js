@@ -145,6 +145,7 @@ function showTopic(id, messages, { earlier = messages.length >= pageSize, keepSc
   $("conv-title").textContent = topics.title(id);
   $("viewing-past").hidden = active;
   $("viewing-past-text").textContent = "You are reading “" + topics.title(id) + "”, an earlier topic.";
+  showTarget(active);
   thread.render(messages, {
     previous: active && !earlier ? previousLink(id) : null,
     readOnly: !active,
@@ -153,6 +154,27 @@ function showTopic(id, messages, { earlier = messages.length >= pageSize, keepSc
     keepStream: active && awaitsReply(messages),
   });
   inspector.refresh("notes");
+}
+
+/** While an earlier topic is read, the composer says where a message goes: the active topic. */
+function showTarget(active) {
+  const target = $("composer-target");
+  target.hidden = active;
+  if (!active) target.textContent = "Your message goes to the active topic, “" + topics.title(topics.activeId()) + "”. To continue “" + topics.title(viewedId) + "” instead, resume it first.";
+}
+
+/** Resume the topic being read: it becomes the active one, and the composer writes to it. */
+async function resumeViewed() {
+  const id = viewedId;
+  if (id === topics.activeId() || working) return;
+  try {
+    topics.upsert(await api.post(url("topicResume", { topic_id: id })));
+    await reloadActive();
+    announce("Resumed “" + topics.title(id) + "”: your next message continues it.");
+    $("composer-input").focus();
+  } catch (err) {
+    toast("Could not resume that topic: " + err.message);
+  }
 }
 
 async function loadEarlier() {
@@ -312,8 +334,14 @@ const handlers = {
     sessions.refresh().catch(() => {});
   },
   "topic.updated"({ topic, reason }) {
+    const wasViewingActive = viewedId === topics.activeId();
     topics.upsert(topic);
     if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
+    if (reason === "resumed" && topic.is_active) {
+      // Resumed (here or in another tab): who read the active topic follows it.
+      if (wasViewingActive && viewedId !== topic.id) reloadActive();
+      else showTarget(viewedId === topics.activeId());
+    }
     if (reason === "curation" || reason === "summary") inspector.refresh("memory");
     sessions.refresh().catch(() => {});
   },
@@ -404,6 +432,7 @@ $("new-topic").addEventListener("click", () => {
   if (send({ type: "topic.new" })) composer.focus();
 });
 $("back-to-active").addEventListener("click", () => reloadActive());
+$("resume-topic").addEventListener("click", () => resumeViewed());
 
 // --- drawers on narrow screens ----------------------------------------------------------------
 const app = document.querySelector(".app");

@@ -84,8 +84,8 @@ def test_a_reply_stopped_before_its_first_word_can_be_regenerated_after_a_reload
 
 BOLD_WHILE_STREAMING = """() => {
     const part = document.querySelector('.part.is-streaming .md');
-    return part && part.querySelector('strong') && part.querySelector('strong').textContent === 'bold'
-        && !part.textContent.includes('**');
+    const strong = part && part.querySelector('strong');
+    return strong && strong.textContent === 'bold' && !part.textContent.includes('**');
 }"""
 
 
@@ -100,3 +100,33 @@ def test_a_bold_word_is_bold_while_the_reply_still_streams(open_slow_chat, sessi
         page.wait_for_function("() => !document.querySelector('.part.is-streaming')")
     finally:
         del slow_model.TEXT
+
+
+def test_typing_while_reading_an_earlier_topic_never_lands_elsewhere_silently(open_chat, session):
+    kyoto = add_topic(session, title="Kyoto in April", summary="Temples.", messages=2)
+    session.append_message(role=Message.Role.USER, content="Pick a monitor")
+    session.append_message(role=Message.Role.ASSISTANT, content="The 27-inch one.")
+    active = session.topics.get(is_active=True)
+    active.title = "Pick, monitor and ThinkPad"
+    active.save(update_fields=["title"])
+    page = open_chat(session)
+    assert page.locator("#composer-target").is_hidden()
+
+    page.locator(f'.topic[data-topic-id="{kyoto.pk}"] .topic-open').click()
+    page.wait_for_selector("#viewing-past:not([hidden])")
+    # The composer says where a message would go.
+    target = page.locator("#composer-target")
+    assert "“Pick, monitor and ThinkPad”" in target.inner_text()
+    assert "“Kyoto in April”" in target.inner_text()
+
+    page.get_by_role("button", name="Resume this topic").click()
+    page.wait_for_selector("#viewing-past[hidden]", state="attached")
+    assert target.is_hidden()
+    send(page, "One more Kyoto question")
+    wait_for_reply(page, 2)
+
+    question = session.messages.get(content="One more Kyoto question")
+    assert question.topic_id == kyoto.pk
+    assert session.topics.get(is_active=True).pk == kyoto.pk
+    assert "Kyoto in April" in page.locator("#conv-title").inner_text()
+    assert page.locator(".msg-user", has_text="One more Kyoto question").count() == 1
