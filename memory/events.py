@@ -72,6 +72,15 @@ class TopicPayload(TypedDict):
     closed_at: Timestamp | None
 
 
+class MessageVersion(TypedDict):
+    """An earlier version of a message: a reply replaced by Regenerate, a question by Edit."""
+
+    content: str
+    content_html: str  # a reply's, rendered as a stored reply is; "" for a question
+    created_at: str
+    stopped: bool
+
+
 class MessagePayload(TypedDict):
     """A stored message: the user's, the assistant's (with its tool calls), a tool's result,
     or an error record (never sent to the model)."""
@@ -97,6 +106,8 @@ class MessagePayload(TypedDict):
     # A reply's record of memory (memory/actions/memory_trace.py): what its request
     # carried ("carried": kinds and ids) and what its turn changed ("changed"); {} else.
     memory_trace: dict[str, Any]
+    # Earlier versions of this message, oldest first (Regenerate, Edit): never in context.
+    versions: list[MessageVersion]
     created_at: Timestamp
 
 
@@ -155,8 +166,23 @@ def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -
         "completion_tokens": message.completion_tokens,
         "stopped": message.stopped,
         "memory_trace": dict(message.memory_trace or {}),
+        "versions": _versions(message),
         "created_at": timestamp(message.created_at),
     }
+
+
+def _versions(message: Message) -> list[MessageVersion]:
+    reply = message.role == Message.Role.ASSISTANT
+    return [
+        {
+            "content": str(version.get("content", "")),
+            "content_html": render_markdown(str(version.get("content", ""))) if reply else "",
+            "created_at": str(version.get("created_at", "")),
+            "stopped": bool(version.get("stopped", False)),
+        }
+        for version in (message.versions or [])
+        if isinstance(version, dict)
+    ]
 
 
 def message_payloads(messages: Iterable[Message]) -> list[MessagePayload]:

@@ -101,6 +101,7 @@ class TurnResult:
     error: Message | None = None
     failure: Literal["model", "internal"] | None = None
     stopped: bool = False  # the user stopped the reply; what had streamed is stored
+    reply_versions: list[dict] = field(default_factory=list)  # a regenerated reply's earlier
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -158,6 +159,8 @@ def _take_back_last_reply(session: Session) -> Message:
     if last is None or not last.is_reply:
         raise NothingToRegenerate("there is no reply to regenerate: the last message is not one")
     user_message = _answered_by(topic, last)
+    # The reply replaced is kept as an earlier version of the next one (never in context).
+    user_message.reply_versions = earlier_versions(last)
     reply_id = last.pk
     last.delete()
     publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=[reply_id]))
@@ -191,7 +194,22 @@ def _replace_last_message(session: Session, message_id: int, content: str) -> Me
     with transaction.atomic():  # the old message goes only with the new one stored
         Message.objects.filter(pk__in=gone).delete()
         publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
-        return _store(session, role=Message.Role.USER, content=content)
+        return _store(
+            session, role=Message.Role.USER, content=content, versions=earlier_versions(last)
+        )
+
+
+# How many earlier versions a message keeps (the oldest go first).
+MAX_VERSIONS = 10
+
+
+def earlier_versions(message: Message) -> list[dict]:
+    """The versions a message replacing ``message`` keeps: ``message``'s own earlier ones
+    and ``message`` itself, at most ``MAX_VERSIONS``."""
+    own = {"content": message.content, "created_at": message.created_at.isoformat()}
+    if message.stopped:
+        own["stopped"] = True
+    return [*(message.versions or []), own][-MAX_VERSIONS:]
 
 
 def _answered_by(topic: Topic, reply: Message) -> Message:
@@ -229,6 +247,7 @@ def do_stop_turn(*, session: Session) -> bool:
 
 def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
+    result.reply_versions = getattr(user_message, "reply_versions", [])
     publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
         command = parse_memory_command(user_message.content)
@@ -316,6 +335,7 @@ def _converse(
                 content=completion.content,
                 stopped=True,
                 memory_trace=memory_trace(stack.carried, result.activity),
+                versions=result.reply_versions,
                 **_usage(completion),
             )
             return
@@ -325,6 +345,7 @@ def _converse(
                 role=Message.Role.ASSISTANT,
                 content=_reply_text(completion, after_tools=round_number > 0),
                 memory_trace=memory_trace(stack.carried, result.activity),
+                versions=result.reply_versions,
                 **_usage(completion),
             )
             return
