@@ -24,14 +24,18 @@ import { keepScrolled, add, openGroup, userNode, failureCard, emptyState, headBu
 import { addDelta, dropStream, takeStream, endStream } from "./thread-stream.js";
 import { refreshActions } from "./thread-actions.js";
 import { memoryLine } from "./thread-memory.js";
+import { versionPager } from "./thread-versions.js";
 
 // The user's own /remember, /forget, /note: its sentence is said once, by the memory line.
 const isCommand = (message) => Boolean((message.memory_trace || {}).command && (message.memory_trace.changed || []).length);
 const commandCall = (call) => String(call.id || "").startsWith("command-");
 
 function fillPart(t, part, mdNode, message) {
+  const pager = versionPager(message, (version) => showRendered(mdNode, version.content_html, version.content));
   if (message.content && !isCommand(message)) showRendered(mdNode, message.content_html, message.content);
+  else if (pager) mdNode.replaceChildren();
   else mdNode.remove();
+  if (pager) part.append(pager);
   const all = Array.isArray(message.tool_calls) ? message.tool_calls : [];
   all.filter(commandCall).forEach((call) => toolChip(call, t.chips)); // its result finds it, unseen
   const calls = all.filter((call) => !commandCall(call));
@@ -77,6 +81,9 @@ function addUser(t, message) {
   } else {
     node = userNode(t, message.content);
   }
+  const bubble = node.querySelector(".bubble");
+  const pager = versionPager(message, (version) => (bubble.textContent = version.content));
+  if (pager) node.append(pager);
   // Before a reply already streaming for it (a fork's events may overtake it).
   add(t, node, { beforeStream: true });
   return node;

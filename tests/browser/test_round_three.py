@@ -130,3 +130,44 @@ def test_typing_while_reading_an_earlier_topic_never_lands_elsewhere_silently(op
     assert session.topics.get(is_active=True).pk == kyoto.pk
     assert "Kyoto in April" in page.locator("#conv-title").inner_text()
     assert page.locator(".msg-user", has_text="One more Kyoto question").count() == 1
+
+
+def test_versions_of_a_reply_and_of_a_question_are_browsable_and_the_latest_is_in_context(
+    open_chat, session
+):
+    session.append_message(role=Message.Role.USER, content="Plan my balcony garden")
+    session.append_message(role=Message.Role.ASSISTANT, content="An **old** reply.")
+    page = open_chat(session)
+
+    page.locator(".msg-assistant").hover()
+    page.get_by_role("button", name="Regenerate the reply").click()
+    page.wait_for_function("() => !document.querySelector('.msg-assistant strong')")
+    wait_for_reply(page)
+
+    reply = page.locator(".msg-assistant .part[data-message-id]")
+    pager = reply.get_by_role("group", name="Versions")
+    assert pager.locator(".versions-label").inner_text() == "2/2"
+    assert reply.locator(".md").inner_text().startswith("Offline mode")
+    pager.get_by_role("button", name="Previous version").click()
+    assert pager.locator(".versions-label").inner_text() == "1/2"
+    assert reply.locator(".md strong").inner_text() == "old"
+    assert pager.get_by_text("An earlier version: not in the context").is_visible()
+    pager.get_by_role("button", name="Next version").click()
+    assert reply.locator(".md").inner_text().startswith("Offline mode")
+    # What the model saw is what the thread shows: one reply stored, the latest.
+    stored = session.messages.filter(role=Message.Role.ASSISTANT).get()
+    assert stored.content.startswith("Offline mode") and len(stored.versions) == 1
+
+    # A question edited keeps its earlier version too.
+    page.locator(".msg-user").hover()
+    page.get_by_role("button", name="Edit and resend").click()
+    page.get_by_label("Edit your message").fill("Plan my herb garden")
+    page.get_by_label("Edit your message").press("Enter")
+    page.locator(".msg-user .versions-label", has_text="2/2").wait_for()
+    wait_for_reply(page)
+    page.reload()
+    page.wait_for_selector("#conn[data-state=open]")
+    question = page.locator(".msg-user")
+    question.get_by_role("button", name="Previous version").click()
+    assert question.locator(".bubble").inner_text() == "Plan my balcony garden"
+    assert session.messages.filter(role=Message.Role.USER).get().content == "Plan my herb garden"
