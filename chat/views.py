@@ -8,8 +8,7 @@ are never cached (a Back button must not bring back an old copy).
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
@@ -24,9 +23,8 @@ from memory.actions.portability import export_memory
 from memory.actions.sessions import do_start_session
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
-from memory.lib.text import UNTITLED_SESSION
-from memory.models import IN_MEMORY, Agent, Deletion, Message, Session, Topic
-from memory.stores.messages import topic_page
+from memory.models import IN_MEMORY, Agent, Deletion, Session, Topic
+from memory.stores.messages import shown_session_title, topic_page, with_list_fields
 from memory.stores.search import SearchError, marked_segments, search_memory
 
 
@@ -37,32 +35,11 @@ def sessions_for_list(user):
     The title is stable: the session's own (the user's rename), else its first topic's
     that has one. A fork never renames the session after its newest topic (issue 24: the
     Japan chat became "Completely different thing: …")."""
-    first_title = (
-        Topic.objects.filter(session=OuterRef("pk"))
-        .exclude(title="")
-        .order_by("created_at", "pk")
-        .values("title")
-    )
-    shown = (
-        Message.objects.conversation()
-        .filter(session=OuterRef("pk"))
-        .order_by()
-        .values("session")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return (
-        Session.objects.owned_by(user)
-        .select_related("agent")
-        .annotate(
-            first_topic_title=Subquery(first_title[:1]),
-            shown_messages=Coalesce(Subquery(shown), 0),
-        )
-    )
+    return with_list_fields(Session.objects.owned_by(user).select_related("agent"))
 
 
 def shown_title(session) -> str:
-    return session.title or session.first_topic_title or UNTITLED_SESSION
+    return shown_session_title(session)
 
 
 def listed_sessions(user) -> list[Session]:
