@@ -8,10 +8,11 @@ are never cached (a Back button must not bring back an old copy).
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.staticfiles import finders
 from django.db.models import Count
-from django.http import Http404, JsonResponse
+from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.cache import never_cache
+from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
@@ -205,3 +206,13 @@ def search(request):
         for hit in hits
     ]
     return render(request, "chat/search.html", {"query": query, "results": results, "error": error})
+
+
+@cache_control(max_age=86400, public=True)
+def favicon(request):
+    """``/favicon.ico``, which browsers and tools ask for whatever the page links: the
+    site's icon (an SVG, which every current browser takes at that address)."""
+    path = finders.find("img/favicon.svg")
+    if path is None:
+        raise Http404("no icon")
+    return FileResponse(open(path, "rb"), content_type="image/svg+xml")

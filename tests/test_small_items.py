@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 
 from chat.views import listed_sessions
 from memory.models import Session
-from tests.memory_builders import add_tool_round
+from tests.memory_builders import add_tool_round, add_topic
 
 
 @pytest.fixture
@@ -39,3 +39,23 @@ def test_admin_counts_and_names_a_session_as_the_sidebar_does(client, operator, 
     cells = re.findall(r'<td class="field-shown_messages">(\d+)</td>', row)
     assert cells == [str(listed.shown_messages)]
     assert Session.objects.get(pk=session.pk).message_count > listed.shown_messages
+
+
+def test_an_offline_consolidation_run_says_it_was_offline(settings, alice, agent, session):
+    from memory.actions.consolidation import do_consolidate
+
+    add_topic(session, title="Ledger", summary="On PostgreSQL.", keep=True, messages=2)
+    add_topic(session, title="Offsite", summary="In Porto.", keep=True, messages=2)
+    settings.OPENAI_BASE_URL = settings.OPENAI_API_KEY = ""
+
+    run = do_consolidate(agent=agent, user=alice)
+
+    assert (run.model_name, run.status) == ("offline", "nothing")
+    assert "model proposed" not in run.detail and run.detail.startswith("offline")
+
+
+def test_favicon_ico_is_served(client, db):
+    response = client.get("/favicon.ico")
+    assert response.status_code in (200, 301, 302)
+    if response.status_code != 200:
+        assert client.get(response["Location"]).status_code == 200
