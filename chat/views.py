@@ -21,6 +21,7 @@ from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
 from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
 from memory.actions.portability import export_memory
+from memory.actions.preferences import preferences_of
 from memory.actions.sessions import do_start_session
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
@@ -105,6 +106,7 @@ def chat(request, session_id: int):
         "session": SessionSerializer(session).data,
         "topics": [topic_payload(topic) for topic in topics],
         "messages": message_payloads(topic_page(active, limit=MESSAGE_PAGE_SIZE)),
+        "preferences": preferences_of(request.user),
     }
     config = page_config(request, session_id=session.pk, page_size=MESSAGE_PAGE_SIZE)
     context = {

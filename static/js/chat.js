@@ -14,7 +14,8 @@
  * topic's last stored message still waits for it (one bubble, never two).
  */
 import { config, initial, url } from "./config.js";
-import { createApi, toast, announce, results } from "./util.js";
+import { createApi, toast, announce, results, copyText } from "./util.js";
+import { installPreferences, installShortcuts } from "./page-prefs.js";
 import { createEvaluator, installExitTriggers } from "./lifecycle.js";
 import { createTopics } from "./topics.js";
 import { createSessions } from "./sessions.js";
@@ -450,32 +451,20 @@ document.querySelectorAll("[data-toggle]").forEach((button) => {
   });
 });
 document.addEventListener("keydown", (event) => {
-  if (event.key !== "Escape") return;
+  if (event.key !== "Escape" || event.shiftKey) return; // Shift+Esc: the message box
   if (working && !event.defaultPrevented) stop();
   closeDrawers();
 });
 
-// --- the brain legend: shown until dismissed, then one click away ----------------------------
-const legendKey = "driftless:brain-legend-seen";
-function showLegend(open) {
-  $("brain-legend").hidden = !open;
-  $("legend-toggle").setAttribute("aria-expanded", String(open));
-}
-$("legend-dismiss").addEventListener("click", () => {
-  try {
-    localStorage.setItem(legendKey, "1");
-  } catch (err) {
-    // Without storage the legend simply shows again next time.
-  }
-  showLegend(false);
-  $("legend-toggle").focus();
+// --- the user's preferences (the brain legend, the theme) and the keyboard shortcuts --------------
+installPreferences({ api, preferences: initial.preferences || {} });
+installShortcuts({
+  newTopic: () => $("new-topic").click(),
+  copyLastReply: async () => {
+    const reply = [...thread.messages()].reverse().find((message) => message.role === "assistant" && message.content && !(message.tool_calls || []).length);
+    return Boolean(reply) && copyText(reply.content);
+  },
 });
-$("legend-toggle").addEventListener("click", () => showLegend($("brain-legend").hidden));
-try {
-  showLegend(!localStorage.getItem(legendKey));
-} catch (err) {
-  showLegend(true);
-}
 
 // --- start --------------------------------------------------------------------------------------
 topics.load(initial.topics);

@@ -171,3 +171,78 @@ def test_versions_of_a_reply_and_of_a_question_are_browsable_and_the_latest_is_i
     question.get_by_role("button", name="Previous version").click()
     assert question.locator(".bubble").inner_text() == "Plan my balcony garden"
     assert session.messages.filter(role=Message.Role.USER).get().content == "Plan my herb garden"
+
+
+def test_got_it_is_kept_for_the_user_in_another_browser_and_the_theme_too(
+    open_chat, session, alice, browser, live, login
+):
+    from memory.models import Preferences
+
+    page = open_chat(session)
+    assert page.locator("#brain-legend").is_visible()
+    with page.expect_response(lambda response: "/preferences" in response.url):
+        page.get_by_role("button", name="Got it").click()
+    with page.expect_response(lambda response: "/preferences" in response.url):
+        page.locator("#theme-toggle").click()
+    assert page.evaluate("document.documentElement.dataset.theme") == "light"
+    assert Preferences.objects.get(user=alice).theme == "light"
+
+    # Another browser (a fresh context: no storage of the first), the same user.
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(alice)
+    other = browser.new_context()
+    other.add_cookies(
+        [
+            {
+                "name": settings.SESSION_COOKIE_NAME,
+                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                "url": live,
+            }
+        ]
+    )
+    second = other.new_page()
+    second.goto(f"{live}/sessions/{session.pk}/")
+    second.wait_for_selector("#conn[data-state=open]")
+    assert not second.locator("#brain-legend").is_visible()
+    assert second.evaluate("document.documentElement.dataset.theme") == "light"
+    background = second.evaluate("getComputedStyle(document.body).backgroundColor")
+    second.locator("#theme-toggle").click()  # light -> dark
+    second.wait_for_function(
+        "before => getComputedStyle(document.body).backgroundColor !== before", arg=background
+    )
+    other.close()
+
+
+def test_keyboard_shortcuts_are_listed_and_work(open_chat, session, context, live):
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live)
+    session.append_message(role=Message.Role.USER, content="Which monitor?")
+    session.append_message(role=Message.Role.ASSISTANT, content="The **27-inch** one.")
+    page = open_chat(session)
+
+    page.keyboard.press("Control+/")
+    help_ = page.get_by_role("dialog", name="Keyboard shortcuts")
+    text = help_.inner_text()
+    for words in ["New topic", "Search", "Focus the message box", "Copy the last reply"]:
+        assert words in text
+    page.keyboard.press("Escape")
+    assert not help_.is_visible()
+
+    page.keyboard.press("Alt+Shift+C")
+    page.wait_for_function(
+        "async () => (await navigator.clipboard.readText()) === 'The **27-inch** one.'"
+    )
+    page.keyboard.press("Alt+Shift+S")
+    assert page.evaluate("document.activeElement.id") == "topbar-q"
+    page.keyboard.press("Shift+Escape")
+    assert page.evaluate("document.activeElement.id") == "composer-input"
+    before = session.topics.count()
+    page.keyboard.press("Alt+Shift+N")
+    page.wait_for_function("n => document.querySelectorAll('.topic').length === n", arg=before + 1)
+
+
+def test_favicon_ico_is_served(live, page):
+    response = page.goto(f"{live}/favicon.ico")
+    assert response.status == 200 and "svg" in response.headers["content-type"]
