@@ -58,7 +58,7 @@ const thread = createThread({
   sessionId,
   onRetry: retry,
   onOpenTopic: (id) => openTopic(id),
-  onOpenFacts: () => $("tab-facts").click(),
+  onOpenPanel: (name) => $("tab-" + name).click(),
   onUndoChange: async (change) => {
     await undoFactChange(api, sessionId, change);
     inspector.refresh("facts", "context");

@@ -6,7 +6,7 @@
  * it is the reply's stored `memory_trace` (memory/actions/memory_trace.py): the same after
  * a reload. Titles, keys and sentences are stored text: set as text only (el()).
  *
- * `t` is the thread's state (thread.js): t.sessionId, t.onOpenTopic, t.onOpenFacts and
+ * `t` is the thread's state (thread.js): t.sessionId, t.onOpenTopic, t.onOpenPanel and
  * t.onUndoChange (a promise: the change undone) come from the page.
  */
 import { el, announce } from "./util.js";
@@ -35,10 +35,10 @@ function carriedWords(carried) {
 /** One carried item, as a link to where it lives. */
 function carriedItem(t, item, link) {
   if (item.kind === "fact") {
-    return el("button", { type: "button", class: "linklike memory-fact", text: item.key, onclick: () => t.onOpenFacts?.(item.key) });
+    return el("button", { type: "button", class: "linklike memory-fact", text: item.key, onclick: () => t.onOpenPanel?.("facts") });
   }
   if (item.kind === "notes") {
-    return el("span", {}, "The notes of ", link({ topic_id: item.topic_id, session_id: item.session_id, title: "this topic" }));
+    return el("button", { type: "button", class: "linklike", text: "This topic's notes", onclick: () => t.onOpenPanel?.("notes") });
   }
   const where = link({ topic_id: item.topic_id, session_id: item.session_id, title: item.title });
   if (item.kind === "recalled" && item.date) return el("span", {}, where, " · " + item.date);
@@ -82,7 +82,10 @@ export function memoryLine(t, message) {
   const carried = Array.isArray(trace.carried) ? trace.carried : [];
   const changed = Array.isArray(trace.changed) ? trace.changed : [];
   if (!carried.length && !changed.length) return null;
-  const words = [carriedWords(carried), changed.map((change) => change.sentence).join("; ")].filter(Boolean).join(" · ");
+  // A change is said once: a command's sentence here (its tool card is not shown), a tool
+  // call's in its card above (here counted, and listed with Undo when opened).
+  const changes = trace.command ? changed.map((change) => change.sentence).join("; ") : changed.length ? "changed: " + changed.length : "";
+  const words = [carriedWords(carried), changes].filter(Boolean).join(" · ");
   const body = el("div", { class: "memory-body" }, ...carriedList(t, carried));
   if (changed.length) body.append(el("div", { class: "memory-kind", "data-kind": "changed" }, el("h4", { text: "Stored or changed by this turn" }), el("ul", {}, changed.map((change) => changeRow(t, change)))));
   return el("details", { class: "memory-line" }, el("summary", {}, el("span", { class: "memory-label", text: "Memory in this reply: " }), el("span", { class: "memory-words", text: words })), body);

@@ -246,13 +246,13 @@ function threadApi(t) {
   return api;
 }
 
-export function createThread({ root, scroller, agentName, sessionId, onRetry, onOpenTopic, onOpenFacts, onUndoChange, onLoadEarlier, onRegenerate, onEdit }) {
+export function createThread({ root, scroller, agentName, sessionId, onRetry, onOpenTopic, onOpenPanel, onUndoChange, onLoadEarlier, onRegenerate, onEdit }) {
   const t = {
     root,
     scroller,
     agentName,
     sessionId,
-    onOpenFacts,
+    onOpenPanel,
     onUndoChange,
     onRetry,
     onOpenTopic,
