@@ -409,6 +409,8 @@ class MessageAdmin(OrganizationScoped, admin.ModelAdmin):
         "prompt_tokens",
         "cached_tokens",
         "completion_tokens",
+        "memory_trace",  # what a reply's request carried from memory, what its turn changed
+        "versions",  # earlier versions (Regenerate, Edit): never in context
         "created_at",
     ]
 
