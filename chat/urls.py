@@ -19,4 +19,5 @@ urlpatterns = [
     path("data/export", views.data_export, name="data-export"),
     path("login/", login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -8,11 +8,11 @@ are never cached (a Back button must not bring back an old copy).
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.functions import Coalesce
-from django.http import Http404, JsonResponse
+from django.contrib.staticfiles import finders
+from django.db.models import Count
+from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.cache import never_cache
+from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_POST
 
 from chat.api.scoping import owned_session_or_404
@@ -21,12 +21,12 @@ from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
 from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
 from memory.actions.portability import export_memory
+from memory.actions.preferences import preferences_of
 from memory.actions.sessions import do_start_session
 from memory.events import message_payloads, topic_payload
 from memory.lib.errors import Refused
-from memory.lib.text import UNTITLED_SESSION
-from memory.models import IN_MEMORY, Agent, Deletion, Message, Session, Topic
-from memory.stores.messages import topic_page
+from memory.models import IN_MEMORY, Agent, Deletion, Session, Topic
+from memory.stores.messages import shown_session_title, topic_page, with_list_fields
 from memory.stores.search import SearchError, marked_segments, search_memory
 
 
@@ -37,32 +37,11 @@ def sessions_for_list(user):
     The title is stable: the session's own (the user's rename), else its first topic's
     that has one. A fork never renames the session after its newest topic (issue 24: the
     Japan chat became "Completely different thing: …")."""
-    first_title = (
-        Topic.objects.filter(session=OuterRef("pk"))
-        .exclude(title="")
-        .order_by("created_at", "pk")
-        .values("title")
-    )
-    shown = (
-        Message.objects.conversation()
-        .filter(session=OuterRef("pk"))
-        .order_by()
-        .values("session")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return (
-        Session.objects.owned_by(user)
-        .select_related("agent")
-        .annotate(
-            first_topic_title=Subquery(first_title[:1]),
-            shown_messages=Coalesce(Subquery(shown), 0),
-        )
-    )
+    return with_list_fields(Session.objects.owned_by(user).select_related("agent"))
 
 
 def shown_title(session) -> str:
-    return session.title or session.first_topic_title or UNTITLED_SESSION
+    return shown_session_title(session)
 
 
 def listed_sessions(user) -> list[Session]:
@@ -127,6 +106,7 @@ def chat(request, session_id: int):
         "session": SessionSerializer(session).data,
         "topics": [topic_payload(topic) for topic in topics],
         "messages": message_payloads(topic_page(active, limit=MESSAGE_PAGE_SIZE)),
+        "preferences": preferences_of(request.user),
     }
     config = page_config(request, session_id=session.pk, page_size=MESSAGE_PAGE_SIZE)
     context = {
@@ -228,3 +208,13 @@ def search(request):
         for hit in hits
     ]
     return render(request, "chat/search.html", {"query": query, "results": results, "error": error})
+
+
+@cache_control(max_age=86400, public=True)
+def favicon(request):
+    """``/favicon.ico``, which browsers and tools ask for whatever the page links: the
+    site's icon (an SVG, which every current browser takes at that address)."""
+    path = finders.find("img/favicon.svg")
+    if path is None:
+        raise Http404("no icon")
+    return FileResponse(open(path, "rb"), content_type="image/svg+xml")

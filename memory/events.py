@@ -23,13 +23,18 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,  # pydantic reads its types on Python 3.11
+)
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from pydantic import Field, TypeAdapter, WithJsonSchema
-from typing_extensions import TypedDict  # pydantic reads its types on Python 3.11
+from typing_extensions import TypedDict
 
 from memory.infra.outage import channel_breaker
 from memory.lib.text import shown_topic_title
@@ -69,6 +74,15 @@ class TopicPayload(TypedDict):
     closed_at: Timestamp | None
 
 
+class MessageVersion(TypedDict):
+    """An earlier version of a message: a reply replaced by Regenerate, a question by Edit."""
+
+    content: str
+    content_html: str  # a reply's, rendered as a stored reply is; "" for a question
+    created_at: str
+    stopped: bool
+
+
 class MessagePayload(TypedDict):
     """A stored message: the user's, the assistant's (with its tool calls), a tool's result,
     or an error record (never sent to the model)."""
@@ -91,6 +105,11 @@ class MessagePayload(TypedDict):
     cached_tokens: int | None
     completion_tokens: int | None
     stopped: bool  # a reply the user stopped (turn.cancel): what had streamed until then
+    # A reply's record of memory (memory/actions/memory_trace.py): what its request
+    # carried ("carried": kinds and ids) and what its turn changed ("changed"); {} else.
+    memory_trace: dict[str, Any]
+    # Earlier versions of this message, oldest first (Regenerate, Edit): never in context.
+    versions: list[MessageVersion]
     created_at: Timestamp
 
 
@@ -148,8 +167,24 @@ def message_payload(message: Message, *, calls: dict[str, dict] | None = None) -
         "cached_tokens": message.cached_tokens,
         "completion_tokens": message.completion_tokens,
         "stopped": message.stopped,
+        "memory_trace": dict(message.memory_trace or {}),
+        "versions": _versions(message),
         "created_at": timestamp(message.created_at),
     }
+
+
+def _versions(message: Message) -> list[MessageVersion]:
+    reply = message.role == Message.Role.ASSISTANT
+    return [
+        {
+            "content": str(version.get("content", "")),
+            "content_html": render_markdown(str(version.get("content", ""))) if reply else "",
+            "created_at": str(version.get("created_at", "")),
+            "stopped": bool(version.get("stopped", False)),
+        }
+        for version in (message.versions or [])
+        if isinstance(version, dict)
+    ]
 
 
 def message_payloads(messages: Iterable[Message]) -> list[MessagePayload]:
@@ -219,6 +254,10 @@ class ReplyDelta(TypedDict):
     type: Literal["reply.delta"]
     turn_id: str
     delta: str
+    # The reply so far (this model answer's text, every delta until this one) rendered by
+    # the server's Markdown rules (memory/text/markdown.py), as a stored reply is: the page
+    # shows it in place of the raw text, so a bold word is bold while it streams.
+    html: NotRequired[str]
 
 
 class TurnDone(TypedDict):
@@ -252,11 +291,12 @@ class TopicCreated(TypedDict):
 
 
 class TopicUpdated(TypedDict):
-    """A topic's title, summary or memory state changed (summary, refresh, curation)."""
+    """A topic's title, summary or memory state changed (summary, refresh, curation), or
+    it became active again or stopped being so (resumed: the user resumed an earlier one)."""
 
     type: Literal["topic.updated"]
     topic: TopicPayload
-    reason: Literal["summary", "refresh", "curation"]
+    reason: Literal["summary", "refresh", "curation", "resumed"]
 
 
 class TopicDeleted(TypedDict):
@@ -328,8 +368,12 @@ def turn_started(turn_id: str, *, user_message_id: int) -> TurnStarted:
     return {"type": "turn.started", "turn_id": turn_id, "user_message_id": user_message_id}
 
 
-def reply_delta(turn_id: str, delta: str) -> ReplyDelta:
-    return {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
+def reply_delta(turn_id: str, delta: str, *, so_far: str | None = None) -> ReplyDelta:
+    """``so_far``: the answer's text until now, sent rendered as ``html`` too."""
+    event: ReplyDelta = {"type": "reply.delta", "turn_id": turn_id, "delta": delta}
+    if so_far is not None:
+        event["html"] = render_markdown(so_far)
+    return event
 
 
 def turn_done(
@@ -359,7 +403,7 @@ def topic_created(*, topic: Topic, previous: Topic | None, relocated_message_ids
 
 
 def topic_updated(
-    topic: Topic, *, reason: Literal["summary", "refresh", "curation"]
+    topic: Topic, *, reason: Literal["summary", "refresh", "curation", "resumed"]
 ) -> TopicUpdated:
     return {"type": "topic.updated", "topic": topic_payload(topic), "reason": reason}
 

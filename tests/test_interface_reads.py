@@ -19,7 +19,11 @@ CONTRACT = "Interfaces write through memory.actions"
 # (module of chat, store module) -> the names it may import: reads only.
 READS = {
     ("chat.api.sessions", "memory.stores.messages"): {"topic_page", "usage_totals"},
-    ("chat.views", "memory.stores.messages"): {"topic_page"},
+    ("chat.views", "memory.stores.messages"): {
+        "shown_session_title",
+        "topic_page",
+        "with_list_fields",
+    },
     ("chat.views", "memory.stores.search"): {"SearchError", "marked_segments", "search_memory"},
     ("chat.api.search", "memory.stores.search"): {
         "DEFAULT_LIMIT",

@@ -38,7 +38,7 @@ from chat.api.serializers import (
 from memory.actions.curation import do_user_edit_topic
 from memory.actions.deletion import do_delete_session, do_delete_topic
 from memory.actions.sessions import do_rename_session, do_start_session
-from memory.actions.topics import do_new_topic
+from memory.actions.topics import do_new_topic, do_resume_topic
 from memory.actions.turn import (
     TurnResult,
     do_edit_turn,
@@ -220,6 +220,17 @@ def session_topics(request: Request, session_id: int) -> Response:
 
 
 @extend_schema(
+    request=None,
+    responses={200: TopicSerializer, 404: _NOT_FOUND, 409: _BUSY, 503: _STOPPING},
+    summary="Resume an earlier topic: it becomes the active one (the active one is closed)",
+)
+@api_view(["POST"])
+def resume_topic(request: Request, topic_id: int) -> Response:
+    topic = owned_topic_or_404(request.user, topic_id)
+    return Response(topic_payload(do_resume_topic(topic=topic)))
+
+
+@extend_schema(
     methods=["GET"], responses={200: TopicSerializer, 404: _NOT_FOUND}, summary="A topic"
 )
 @extend_schema(
@@ -315,5 +326,6 @@ urlpatterns = [
     path("sessions/<int:session_id>/regenerate", regenerate_reply, name="api-turn-regenerate"),
     path("sessions/<int:session_id>/topics/", session_topics, name="api-topics"),
     path("topics/<int:topic_id>", topic_detail, name="api-topic"),
+    path("topics/<int:topic_id>/resume", resume_topic, name="api-topic-resume"),
     path("topics/<int:topic_id>/messages", topic_messages, name="api-topic-messages"),
 ]

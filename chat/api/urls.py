@@ -1,7 +1,16 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from chat.api import context, evaluation, memory, portability, search, sessions, tokens
+from chat.api import (
+    context,
+    evaluation,
+    memory,
+    portability,
+    preferences,
+    search,
+    sessions,
+    tokens,
+)
 
 urlpatterns = [
     *sessions.urlpatterns,
@@ -11,5 +20,6 @@ urlpatterns = [
     *search.urlpatterns,
     *portability.urlpatterns,
     *tokens.urlpatterns,
+    *preferences.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
 ]

@@ -127,6 +127,9 @@ class ContextStack:
     window: WindowSpan
     dropped_earlier_topics: tuple[str, ...] = ()  # this session's, by its budget
     shape: TurnShape | None = None  # the model's profile and whether the turn is lean
+    # What of memory the request carries, kind and ids (memory/actions/memory_trace.py):
+    # persistent-memory entries, facts, the topic's notes, recalled passages.
+    carried: tuple[dict, ...] = ()
 
     def layer(self, name: LayerName) -> ContextLayer:
         return next(layer for layer in self.layers if layer.name == name)
@@ -172,6 +175,8 @@ def assemble_context(
     shape = turn_shape(profile or _answering_profile(agent), _latest_user(window))
     tools = _tools(extra_tools) if shape.tools else []
     memory = get_persistent_memory(session=session)
+    carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
+    facts_text = _facts_text(session, carried)
 
     stable = _layer(
         "stable",
@@ -179,18 +184,21 @@ def assemble_context(
         skills=_section("Skills", agent.skills.strip()),
         tools=_section("Tools", _tools_text(tools)) if shape.profile.tools_reliable else "",
         persistent_memory=memory.text,
-        durable_facts=_facts_text(session),
+        durable_facts=facts_text,
         drift_result=_section("Drift detection", session.drift_result.strip()),
     )
     prior_text, prior_dropped = _prior_topics(prior)
+    notes = read_notes(topic_id=active["pk"])
+    if notes.strip():
+        carried.append({"kind": "notes", "topic_id": active["pk"], "session_id": session.pk})
     semi_stable = _layer(
         "semi_stable",
-        notes=_quoted_section(NOTES_TITLE, NOTES_INTRO, read_notes(topic_id=active["pk"])),
+        notes=_quoted_section(NOTES_TITLE, NOTES_INTRO, notes),
         prior_topics=_section(
             EARLIER_TOPICS_TITLE, prior_text and f"{EARLIER_TOPICS_INTRO}\n{prior_text}"
         ),
     )
-    recalled = _recalled_text(session, active["pk"], window, tool=bool(tools))
+    recalled = _recalled_text(session, active["pk"], window, tool=bool(tools), carried=carried)
     volatile = _layer(
         "volatile",
         date=today_text(today or timezone.localdate()),
@@ -219,6 +227,7 @@ def assemble_context(
         window=span,
         dropped_earlier_topics=prior_dropped,
         shape=shape,
+        carried=tuple(carried),
     )
 
 
@@ -378,7 +387,12 @@ def _latest_user(window: list[dict]) -> str:
 
 
 def _recalled_text(
-    session: Session, active_topic_id: int, window: list[dict], *, tool: bool
+    session: Session,
+    active_topic_id: int,
+    window: list[dict],
+    *,
+    tool: bool,
+    carried: list[dict] | None = None,
 ) -> str:
     """What recall finds in the scope's other live topics for the user's latest message,
     so a model that never calls the tool still sees it (``RECALL_IN_CONTEXT``); empty when
@@ -402,16 +416,18 @@ def _recalled_text(
     except SearchError:  # a message with no word to search for
         return ""
     budget = RECALLED_TOKENS if tool else RECALLED_TOKENS_LEAN
-    records = _chosen_records(hits, exchanges(hits, terms), budget)
+    records = _chosen_records(hits, exchanges(hits, terms), budget, carried)
     if not records:
         return ""
     intro = f"{RECALLED_INTRO} {RECALLED_TOOL}" if tool else RECALLED_INTRO
     return _section(RECALLED_TITLE, "\n".join([intro, *records, RECALLED_OUTRO]))
 
 
-def _chosen_records(hits: list, halves: dict, budget: int) -> list[str]:
+def _chosen_records(
+    hits: list, halves: dict, budget: int, carried: list[dict] | None = None
+) -> list[str]:
     """The hits' records, best first until ``budget`` tokens are spent, then oldest
-    first (the newest state is read last)."""
+    first (the newest state is read last); each one chosen is added to ``carried``."""
     chosen: list[tuple] = []
     shown: set[int] = set()
     spent = 0
@@ -429,8 +445,32 @@ def _chosen_records(hits: list, halves: dict, budget: int) -> list[str]:
         if hit.message_id is not None:
             shown.update([hit.message_id, *([other[0]] if other else [])])
         chosen.append((hit.at, record))
-    chosen.sort(key=lambda pair: pair[0])
+        if carried is not None:
+            carried.append(_recalled_ref(hit))
+    chosen.sort(key=lambda pair: pair[0])  # oldest first: the newest state is read last
     return [record for _, record in chosen]
+
+
+def _entry_ref(entry) -> dict:
+    """A persistent-memory entry the request carries: its topic, where it lives."""
+    return {
+        "kind": "memory",
+        "topic_id": entry.topic_id,
+        "session_id": entry.session_id,
+        "title": shown_topic_title(entry.title),
+    }
+
+
+def _recalled_ref(hit) -> dict:
+    """A recalled passage the request carries: the message (or topic) it comes from."""
+    return {
+        "kind": "recalled",
+        "topic_id": hit.topic_id,
+        "session_id": hit.session_id,
+        "message_id": hit.message_id,
+        "title": shown_topic_title(hit.topic_title),
+        "date": hit.date,
+    }
 
 
 def _latest_user_index(messages: list[dict]) -> int:
@@ -509,7 +549,7 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines[start:]), tuple(titles[:start])
 
 
-def _facts_text(session: Session) -> str:
+def _facts_text(session: Session, carried: list[dict] | None = None) -> str:
     data, provenance = (
         ImportantInfo.objects.filter(
             user_id=session.user_id,
@@ -520,6 +560,8 @@ def _facts_text(session: Session) -> str:
         .first()
     ) or ({}, {})
     lines = render_fact_lines(data or {}, provenance=provenance or {})
+    if carried is not None:
+        carried.extend({"kind": "fact", "key": key} for key in sorted(data or {}))
     return _section(FACTS_TITLE, f"{FACTS_INTRO}\n" + "\n".join(lines)) if lines else ""
 
 

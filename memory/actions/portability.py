@@ -191,6 +191,8 @@ def _messages_by_topic(topics) -> dict[int, list[dict]]:
                 "tool_calls": message.tool_calls,
                 "tool_call_id": message.tool_call_id,
                 "tool_name": message.tool_name,
+                "memory_trace": message.memory_trace or {},
+                "versions": message.versions or [],
                 "created_at": _date(message.created_at),
             }
         )

@@ -23,7 +23,7 @@ from memory.actions.summarize import (
     topic_history,
     with_fresh_summary,
 )
-from memory.events import publish_on_commit, topic_created
+from memory.events import publish_on_commit, topic_created, topic_updated
 from memory.models import Notes, Session, Topic
 from memory.stores.leases import session_lock
 
@@ -96,4 +96,59 @@ def _start_locked(
         publish_on_commit(
             session.pk, topic_created(topic=topic, previous=prior, relocated_message_ids=[])
         )
+    return topic
+
+
+def do_resume_topic(*, topic: Topic) -> Topic:
+    """Make an earlier topic of its session the active one again (the user's "Resume"
+    from its reading banner): the active topic is closed as a new topic would close it
+    (summarized, notes archived), then ``topic`` is active, its closing undone, and the
+    next message goes to it. Never during a turn of the session (TurnBusy). Resuming the
+    active topic changes nothing."""
+    session = topic.session
+
+    def prepare() -> PreparedSummary | None:
+        current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
+        if current is None or current.pk == topic.pk or not topic_history(current):
+            return None
+        return prepare_summary(topic=current)
+
+    with session_lock(session.pk):
+        return with_fresh_summary(
+            prepare,
+            lambda prepared, accept_stale: _resume_locked(
+                topic, prepared=prepared, accept_stale=accept_stale
+            ),
+        )
+
+
+def _resume_locked(topic: Topic, *, prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=topic.session_id).get()
+        locked = Topic.objects.select_for_update(of=("self",)).select_related("session")
+        topic = locked.get(pk=topic.pk)
+        if topic.is_active:
+            return topic
+        prior = (
+            Topic.objects.select_for_update(of=("self",))
+            .select_related("session")
+            .filter(session_id=topic.session_id, is_active=True)
+            .first()
+        )
+        if prior is not None:
+            history = topic_history(prior)
+            summary = None
+            if history:
+                summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
+            close_topic(
+                prior,
+                summary=summary,
+                evaluated_through=history[-1].seq if history else prior.evaluated_through_seq,
+            )
+            publish_on_commit(topic.session_id, topic_updated(prior, reason="resumed"))
+        topic.is_active = True
+        topic.closed_at = None
+        topic.save(update_fields=["is_active", "closed_at"])
+        Session.objects.filter(pk=topic.session_id).exclude(drift_result="").update(drift_result="")
+        publish_on_commit(topic.session_id, topic_updated(topic, reason="resumed"))
     return topic

@@ -41,6 +41,7 @@ from django.db import connection, transaction
 
 from memory.actions.context import ContextStack, assemble_context, render_window
 from memory.actions.mcp import McpToolSource, declared_servers
+from memory.actions.memory_trace import memory_trace
 from memory.actions.scheduling import note_message_stored
 from memory.actions.tools import CallResults, dispatch_tool_calls
 from memory.events import (
@@ -100,6 +101,7 @@ class TurnResult:
     error: Message | None = None
     failure: Literal["model", "internal"] | None = None
     stopped: bool = False  # the user stopped the reply; what had streamed is stored
+    reply_versions: list[dict] = field(default_factory=list)  # a regenerated reply's earlier
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -157,6 +159,8 @@ def _take_back_last_reply(session: Session) -> Message:
     if last is None or not last.is_reply:
         raise NothingToRegenerate("there is no reply to regenerate: the last message is not one")
     user_message = _answered_by(topic, last)
+    # The reply replaced is kept as an earlier version of the next one (never in context).
+    user_message.reply_versions = earlier_versions(last)
     reply_id = last.pk
     last.delete()
     publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=[reply_id]))
@@ -190,7 +194,22 @@ def _replace_last_message(session: Session, message_id: int, content: str) -> Me
     with transaction.atomic():  # the old message goes only with the new one stored
         Message.objects.filter(pk__in=gone).delete()
         publish_on_commit(session.pk, messages_deleted(topic_id=topic.pk, message_ids=gone))
-        return _store(session, role=Message.Role.USER, content=content)
+        return _store(
+            session, role=Message.Role.USER, content=content, versions=earlier_versions(last)
+        )
+
+
+# How many earlier versions a message keeps (the oldest go first).
+MAX_VERSIONS = 10
+
+
+def earlier_versions(message: Message) -> list[dict]:
+    """The versions a message replacing ``message`` keeps: ``message``'s own earlier ones
+    and ``message`` itself, at most ``MAX_VERSIONS``."""
+    own = {"content": message.content, "created_at": message.created_at.isoformat()}
+    if message.stopped:
+        own["stopped"] = True
+    return [*(message.versions or []), own][-MAX_VERSIONS:]
 
 
 def _answered_by(topic: Topic, reply: Message) -> Message:
@@ -228,6 +247,7 @@ def do_stop_turn(*, session: Session) -> bool:
 
 def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal) -> TurnResult:
     result = TurnResult(turn_id=uuid.uuid4().hex, user_message=user_message)
+    result.reply_versions = getattr(user_message, "reply_versions", [])
     publish(session.pk, turn_started(result.turn_id, user_message_id=user_message.pk))
     try:
         command = parse_memory_command(user_message.content)
@@ -314,6 +334,8 @@ def _converse(
                 role=Message.Role.ASSISTANT,
                 content=completion.content,
                 stopped=True,
+                memory_trace=memory_trace(stack.carried, result.activity),
+                versions=result.reply_versions,
                 **_usage(completion),
             )
             return
@@ -322,6 +344,8 @@ def _converse(
                 session,
                 role=Message.Role.ASSISTANT,
                 content=_reply_text(completion, after_tools=round_number > 0),
+                memory_trace=memory_trace(stack.carried, result.activity),
+                versions=result.reply_versions,
                 **_usage(completion),
             )
             return
@@ -384,7 +408,12 @@ def _answer_command(*, session: Session, command: MemoryCommand, result: TurnRes
         text = describe_tool_result(call.name, arguments, tool_messages[0].content)
     flush_outbox()
     publish(session.pk, reply_delta(result.turn_id, text))
-    result.reply = _store(session, role=Message.Role.ASSISTANT, content=text)
+    result.reply = _store(
+        session,
+        role=Message.Role.ASSISTANT,
+        content=text,
+        memory_trace=memory_trace((), result.activity, command=True),
+    )
 
 
 def _stored_calls(tool_calls: Sequence[ToolCall]) -> list[dict]:
@@ -410,10 +439,13 @@ def _stream(
     stopped by the user, what had streamed (the stream is closed, so the model stops)."""
     _give_back_connection()  # the turn's next query comes after the model's answer
     flush_outbox()  # what happened so far is shown before the model is asked
-    deltas = DeltaBatcher(
-        lambda text: publish(session.pk, reply_delta(turn_id, text)),
-        seconds=settings.STREAM_BATCH_SECONDS,
-    )
+    sent: list[str] = []
+
+    def send(text: str) -> None:  # each batch with the whole answer so far, rendered
+        sent.append(text)
+        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)))
+
+    deltas = DeltaBatcher(send, seconds=settings.STREAM_BATCH_SECONDS)
     streamed: list[str] = []
     if stop.requested():
         return Completion(content="", tool_calls=(), usage=None, model="")

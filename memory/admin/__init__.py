@@ -55,7 +55,7 @@ from memory.models import (
 )
 from memory.models.facts import MAX_FACT_HISTORY
 from memory.stores.facts import check_facts_document, replace_facts
-from memory.stores.messages import usage_totals
+from memory.stores.messages import shown_session_title, usage_totals, with_list_fields
 from memory.stores.notes import check_notes
 
 
@@ -195,11 +195,11 @@ def export_scope_memory(modeladmin, request, queryset):
 @admin.register(Session)
 class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
     list_display = [
-        "__str__",
+        "shown_title",
         "user",
         "agent",
         "organization",
-        "message_count",
+        "shown_messages",
         "cache_hit_rate",
         "updated_at",
     ]
@@ -216,6 +216,19 @@ class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
     inlines = [TopicInline]
 
     actions = [export_scope_memory, consolidate_scopes, "delete_selected"]
+
+    def get_queryset(self, request):
+        return with_list_fields(super().get_queryset(request))
+
+    @admin.display(description="Title", ordering="title")
+    def shown_title(self, obj: Session) -> str:
+        """The title the user sees (an untitled session's automatic one), not "Session 6"."""
+        return shown_session_title(obj)
+
+    @admin.display(description="Messages", ordering="shown_messages")
+    def shown_messages(self, obj: Session) -> int:
+        """The messages the chat's sidebar counts: the conversation, no tool activity."""
+        return obj.shown_messages
 
     def delete_model(self, request, obj):
         do_delete_session(session=obj, deleted_by=request.user, via=Deletion.Via.OPERATOR)
@@ -416,6 +429,8 @@ class MessageAdmin(OrganizationScoped, admin.ModelAdmin):
         "prompt_tokens",
         "cached_tokens",
         "completion_tokens",
+        "memory_trace",  # what a reply's request carried from memory, what its turn changed
+        "versions",  # earlier versions (Regenerate, Edit): never in context
         "created_at",
     ]
 

@@ -6,7 +6,8 @@
 * ``audit``          the audit trails: memory decisions and deletions;
 * ``leases``         locks that expire on their own;
 * ``endpoints``      the model endpoints the operator declares;
-* ``consolidation``  the runs of the consolidator (what each changed and how to undo it).
+* ``consolidation``  the runs of the consolidator (what each changed and how to undo it);
+* ``preferences``    a user's settings of the chat page (the brain legend seen, the theme).
 
 A new kind of record gets a module of its own beside them. Everything is imported from
 here, whatever module defines it: ``from memory.models import Topic``.
@@ -29,6 +30,7 @@ from memory.models.conversation import (
 from memory.models.endpoints import ModelEndpoint
 from memory.models.facts import FactActor, FactChange, ImportantInfo
 from memory.models.leases import Lease
+from memory.models.preferences import Preferences
 from memory.models.tenancy import (
     DEFAULT_MEMORY_TOKEN_BUDGET,
     Agent,
@@ -57,6 +59,7 @@ __all__ = [
     "Notes",
     "NotesQuerySet",
     "Organization",
+    "Preferences",
     "Session",
     "SessionQuerySet",
     "Topic",

@@ -373,6 +373,20 @@ class Message(models.Model):
         editable=False,
         help_text="Sentence vector of the content (memory/text/embeddings.py), once.",
     )
+    memory_trace = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="A reply's record of memory: what its request carried (memory entries, "
+        "facts, notes, recalled passages: kinds and ids) and what its turn changed "
+        "(memory/actions/memory_trace.py).",
+    )
+    versions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The earlier versions of this message, oldest first: replies replaced by "
+        "Regenerate, questions replaced by Edit ({content, created_at}). Never sent to the "
+        "model: only this message, the latest version, is in the context.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MessageQuerySet.as_manager()

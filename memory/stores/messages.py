@@ -1,8 +1,10 @@
 """A session's message thread: appending to it, reading it page by page."""
 
-from django.db.models import Sum
+from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from memory.events import message_created, publish_on_commit, turn_error
+from memory.lib.text import UNTITLED_SESSION
 from memory.models import Message, Session, Topic
 
 INTERRUPTED_TEXT = "the reply was interrupted (the server stopped); try again"
@@ -49,3 +51,34 @@ def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[M
     if before is not None:
         messages = messages.filter(seq__lt=before)
     return list(reversed(messages[:limit]))
+
+
+def with_list_fields(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Sessions with what every list of them shows, the chat's sidebar and admin's alike:
+    ``first_topic_title`` (the title people see when the session has none of its own:
+    :func:`shown_session_title`) and ``shown_messages``, the messages the thread shows
+    (the conversation: no tool calls or results, no error records)."""
+    first_title = (
+        Topic.objects.filter(session=OuterRef("pk"))
+        .exclude(title="")
+        .order_by("created_at", "pk")
+        .values("title")
+    )
+    shown = (
+        Message.objects.conversation()
+        .filter(session=OuterRef("pk"))
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return sessions.annotate(
+        first_topic_title=Subquery(first_title[:1]),
+        shown_messages=Coalesce(Subquery(shown), 0),
+    )
+
+
+def shown_session_title(session: Session) -> str:
+    """The session's own title (the user's rename), else its first topic's that has one:
+    stable, never renamed by a fork. Needs :func:`with_list_fields`."""
+    return session.title or getattr(session, "first_topic_title", "") or UNTITLED_SESSION

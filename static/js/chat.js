@@ -14,11 +14,13 @@
  * topic's last stored message still waits for it (one bubble, never two).
  */
 import { config, initial, url } from "./config.js";
-import { createApi, toast, announce, results } from "./util.js";
+import { createApi, toast, announce, results, copyText } from "./util.js";
+import { installPreferences, installShortcuts } from "./page-prefs.js";
 import { createEvaluator, installExitTriggers } from "./lifecycle.js";
 import { createTopics } from "./topics.js";
 import { createSessions } from "./sessions.js";
 import { createThread } from "./thread.js";
+import { undoFactChange } from "./thread-memory.js";
 import { createInspector } from "./inspector.js";
 import { memoryPanel } from "./panel-memory.js";
 import { factsPanel } from "./panel-facts.js";
@@ -53,8 +55,14 @@ const thread = createThread({
   root: $("thread"),
   scroller: $("thread-scroll"),
   agentName,
+  sessionId,
   onRetry: retry,
   onOpenTopic: (id) => openTopic(id),
+  onOpenPanel: (name) => $("tab-" + name).click(),
+  onUndoChange: async (change) => {
+    await undoFactChange(api, sessionId, change);
+    inspector.refresh("facts", "context");
+  },
   onLoadEarlier: () => loadEarlier(),
   onRegenerate: regenerate,
   onEdit: editAndResend,
@@ -138,6 +146,7 @@ function showTopic(id, messages, { earlier = messages.length >= pageSize, keepSc
   $("conv-title").textContent = topics.title(id);
   $("viewing-past").hidden = active;
   $("viewing-past-text").textContent = "You are reading “" + topics.title(id) + "”, an earlier topic.";
+  showTarget(active);
   thread.render(messages, {
     previous: active && !earlier ? previousLink(id) : null,
     readOnly: !active,
@@ -146,6 +155,27 @@ function showTopic(id, messages, { earlier = messages.length >= pageSize, keepSc
     keepStream: active && awaitsReply(messages),
   });
   inspector.refresh("notes");
+}
+
+/** While an earlier topic is read, the composer says where a message goes: the active topic. */
+function showTarget(active) {
+  const target = $("composer-target");
+  target.hidden = active;
+  if (!active) target.textContent = "Your message goes to the active topic, “" + topics.title(topics.activeId()) + "”. To continue “" + topics.title(viewedId) + "” instead, resume it first.";
+}
+
+/** Resume the topic being read: it becomes the active one, and the composer writes to it. */
+async function resumeViewed() {
+  const id = viewedId;
+  if (id === topics.activeId() || working) return;
+  try {
+    topics.upsert(await api.post(url("topicResume", { topic_id: id })));
+    await reloadActive();
+    announce("Resumed “" + topics.title(id) + "”: your next message continues it.");
+    $("composer-input").focus();
+  } catch (err) {
+    toast("Could not resume that topic: " + err.message);
+  }
 }
 
 async function loadEarlier() {
@@ -275,8 +305,8 @@ const handlers = {
     thread.clearFailure();
     setWorking(true);
   },
-  "reply.delta"({ turn_id: turnId, delta }) {
-    if (viewedId === topics.activeId()) thread.delta(turnId, delta);
+  "reply.delta"({ turn_id: turnId, delta, html }) {
+    if (viewedId === topics.activeId()) thread.delta(turnId, delta, html);
     if (!working) setWorking(true);
   },
   "turn.done"({ ok }) {
@@ -305,8 +335,14 @@ const handlers = {
     sessions.refresh().catch(() => {});
   },
   "topic.updated"({ topic, reason }) {
+    const wasViewingActive = viewedId === topics.activeId();
     topics.upsert(topic);
     if (topic.id === viewedId) $("conv-title").textContent = topics.title(topic.id);
+    if (reason === "resumed" && topic.is_active) {
+      // Resumed (here or in another tab): who read the active topic follows it.
+      if (wasViewingActive && viewedId !== topic.id) reloadActive();
+      else showTarget(viewedId === topics.activeId());
+    }
     if (reason === "curation" || reason === "summary") inspector.refresh("memory");
     sessions.refresh().catch(() => {});
   },
@@ -397,6 +433,7 @@ $("new-topic").addEventListener("click", () => {
   if (send({ type: "topic.new" })) composer.focus();
 });
 $("back-to-active").addEventListener("click", () => reloadActive());
+$("resume-topic").addEventListener("click", () => resumeViewed());
 
 // --- drawers on narrow screens ----------------------------------------------------------------
 const app = document.querySelector(".app");
@@ -414,32 +451,20 @@ document.querySelectorAll("[data-toggle]").forEach((button) => {
   });
 });
 document.addEventListener("keydown", (event) => {
-  if (event.key !== "Escape") return;
+  if (event.key !== "Escape" || event.shiftKey) return; // Shift+Esc: the message box
   if (working && !event.defaultPrevented) stop();
   closeDrawers();
 });
 
-// --- the brain legend: shown until dismissed, then one click away ----------------------------
-const legendKey = "driftless:brain-legend-seen";
-function showLegend(open) {
-  $("brain-legend").hidden = !open;
-  $("legend-toggle").setAttribute("aria-expanded", String(open));
-}
-$("legend-dismiss").addEventListener("click", () => {
-  try {
-    localStorage.setItem(legendKey, "1");
-  } catch (err) {
-    // Without storage the legend simply shows again next time.
-  }
-  showLegend(false);
-  $("legend-toggle").focus();
+// --- the user's preferences (the brain legend, the theme) and the keyboard shortcuts --------------
+installPreferences({ api, preferences: initial.preferences || {} });
+installShortcuts({
+  newTopic: () => $("new-topic").click(),
+  copyLastReply: async () => {
+    const reply = [...thread.messages()].reverse().find((message) => message.role === "assistant" && message.content && !(message.tool_calls || []).length);
+    return Boolean(reply) && copyText(reply.content);
+  },
 });
-$("legend-toggle").addEventListener("click", () => showLegend($("brain-legend").hidden));
-try {
-  showLegend(!localStorage.getItem(legendKey));
-} catch (err) {
-  showLegend(true);
-}
 
 // --- start --------------------------------------------------------------------------------------
 topics.load(initial.topics);

@@ -39,8 +39,9 @@ export function refreshActions(t) {
   const open = !t.readOnly && !t.busy;
   for (const message of t.messages) {
     const node = t.rendered.get(message.id);
-    if (!node || !node.isConnected || !(message.role === "user" || (message.role === "assistant" && message.content))) continue;
-    const bar = el("div", { class: "msg-actions" }, copyButton(message));
+    // A stopped reply offers Regenerate even when it stopped before its first word.
+    if (!node || !node.isConnected || !(message.role === "user" || (message.role === "assistant" && (message.content || message.stopped)))) continue;
+    const bar = el("div", { class: "msg-actions" }, ...(message.content ? [copyButton(message)] : []));
     if (open && reply && message === reply && t.onRegenerate) {
       bar.append(actionButton("Regenerate the reply", "retry", () => t.onRegenerate(reply)));
     }

@@ -5,7 +5,7 @@
  * frame, group } while a reply streams.
  */
 import { el } from "./util.js";
-import { showStreaming } from "./render.js";
+import { showRendered, showStreaming } from "./render.js";
 import { keepScrolled, openGroup } from "./thread-rows.js";
 
 // The server sends reply text in batches (at most one event per ~100 ms): each batch is
@@ -18,6 +18,12 @@ function renderStream(t) {
   const { stream } = t;
   if (!stream) return;
   stream.frame = 0;
+  if (stream.html !== null) {
+    // The server's rendering of the reply so far (its stored replies' rules): shown whole.
+    stream.shown = stream.text.length;
+    keepScrolled(t, () => showRendered(stream.mdNode, stream.html, stream.text));
+    return;
+  }
   const { text } = stream;
   let shown = Math.min(text.length, stream.shown + Math.ceil((text.length - stream.shown) / REVEAL_FRAMES));
   const code = text.charCodeAt(shown - 1);
@@ -36,8 +42,9 @@ export function dropStream(t) {
   t.stream = null;
 }
 
-/** Text of a turn's reply arrived; returns true when a new stream began. */
-export function addDelta(t, turnId, text) {
+/** Text of a turn's reply arrived (with `html`, the server's rendering of the reply so
+ * far); returns true when a new stream began. */
+export function addDelta(t, turnId, text, html) {
   let started = false;
   if (!t.stream || t.stream.turnId !== turnId) {
     dropStream(t);
@@ -46,10 +53,11 @@ export function addDelta(t, turnId, text) {
     const open = openGroup(t);
     open.body.append(part);
     open.node.setAttribute("aria-busy", "true");
-    t.stream = { turnId, part, mdNode, text: "", shown: 0, frame: 0, group: open };
+    t.stream = { turnId, part, mdNode, text: "", html: null, shown: 0, frame: 0, group: open };
     started = true;
   }
   t.stream.text += text;
+  if (typeof html === "string") t.stream.html = html;
   if (!t.stream.frame) t.stream.frame = requestAnimationFrame(() => renderStream(t));
   return started;
 }
@@ -71,7 +79,8 @@ export function endStream(t) {
   const { stream } = t;
   if (!stream) return;
   cancelAnimationFrame(stream.frame);
-  if (stream.text) showStreaming(stream.mdNode, stream.text);
+  if (stream.html !== null) showRendered(stream.mdNode, stream.html, stream.text);
+  else if (stream.text) showStreaming(stream.mdNode, stream.text);
   else stream.part.remove();
   stream.part.classList.remove("is-streaming");
   stream.group.node.removeAttribute("aria-busy");

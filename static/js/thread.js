@@ -23,13 +23,26 @@ import { toolChip, showResult, resultAlone } from "./thread-tools.js";
 import { keepScrolled, add, openGroup, userNode, failureCard, emptyState, headButton, workingNode } from "./thread-rows.js";
 import { addDelta, dropStream, takeStream, endStream } from "./thread-stream.js";
 import { refreshActions } from "./thread-actions.js";
+import { memoryLine } from "./thread-memory.js";
+import { versionPager } from "./thread-versions.js";
+
+// The user's own /remember, /forget, /note: its sentence is said once, by the memory line.
+const isCommand = (message) => Boolean((message.memory_trace || {}).command && (message.memory_trace.changed || []).length);
+const commandCall = (call) => String(call.id || "").startsWith("command-");
 
 function fillPart(t, part, mdNode, message) {
-  if (message.content) showRendered(mdNode, message.content_html, message.content);
+  const pager = versionPager(message, (version) => showRendered(mdNode, version.content_html, version.content));
+  if (message.content && !isCommand(message)) showRendered(mdNode, message.content_html, message.content);
+  else if (pager) mdNode.replaceChildren();
   else mdNode.remove();
-  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  if (pager) part.append(pager);
+  const all = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  all.filter(commandCall).forEach((call) => toolChip(call, t.chips)); // its result finds it, unseen
+  const calls = all.filter((call) => !commandCall(call));
   if (calls.length) part.append(el("div", { class: "tools" }, calls.map((call) => toolChip(call, t.chips))));
   if (message.stopped) part.append(el("p", { class: "stopped-note", text: message.content ? "Stopped" : "Stopped before the reply began" }));
+  const line = memoryLine(t, message);
+  if (line) part.append(line);
   part.dataset.messageId = String(message.id);
 }
 
@@ -68,6 +81,9 @@ function addUser(t, message) {
   } else {
     node = userNode(t, message.content);
   }
+  const bubble = node.querySelector(".bubble");
+  const pager = versionPager(message, (version) => (bubble.textContent = version.content));
+  if (pager) node.append(pager);
   // Before a reply already streaming for it (a fork's events may overtake it).
   add(t, node, { beforeStream: true });
   return node;
@@ -209,8 +225,8 @@ function threadApi(t) {
     remove: (ids) => remove(t, ids),
     /** The stored messages shown, in order. */
     messages: () => t.messages,
-    delta(turnId, text) {
-      if (addDelta(t, turnId, text)) setWorking(t, true);
+    delta(turnId, text, html) {
+      if (addDelta(t, turnId, text, html)) setWorking(t, true);
     },
     /** The text streamed so far of the reply in progress ("" when none). */
     streamedText: () => (t.stream ? t.stream.text : ""),
@@ -230,11 +246,14 @@ function threadApi(t) {
   return api;
 }
 
-export function createThread({ root, scroller, agentName, onRetry, onOpenTopic, onLoadEarlier, onRegenerate, onEdit }) {
+export function createThread({ root, scroller, agentName, sessionId, onRetry, onOpenTopic, onOpenPanel, onUndoChange, onLoadEarlier, onRegenerate, onEdit }) {
   const t = {
     root,
     scroller,
     agentName,
+    sessionId,
+    onOpenPanel,
+    onUndoChange,
     onRetry,
     onOpenTopic,
     onLoadEarlier,

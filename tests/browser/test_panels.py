@@ -50,7 +50,9 @@ def test_a_fact_remembered_in_the_chat_appears_in_the_open_facts_panel(open_chat
     page.get_by_label("Message Drift").fill("/remember favourite colour = teal")
     page.keyboard.press("Enter")
     page.locator('.fact[data-key="favourite colour"]').wait_for()
-    page.locator(".tool .tool-brief", has_text="Remembered: favourite colour = teal").wait_for()
+    # Said once, by the reply's memory line (issue 47), not by a tool card too.
+    line = page.locator(".memory-line summary", has_text="Remembered: favourite colour = teal")
+    line.wait_for()
 
 
 def test_the_notes_panel_shows_the_active_topics_notes_as_markdown(open_chat, session):

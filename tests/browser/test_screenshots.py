@@ -29,7 +29,9 @@ def screenshots(tmp_path) -> Path:
 
 
 def build_scene(alice, agent) -> Session:
-    """Sessions in the sidebar, topics in all three states, a drift fork, a tool call."""
+    """Sessions in the sidebar, topics in all three states, a drift fork, a tool call, a
+    reply's memory line and versions."""
+    carried = []
     for title, days in [("Lisbon trip", 6), ("Weekly meal plan", 3), ("Reading list", 1)]:
         earlier = Session.objects.start(user=alice, agent=agent, title=title)
         Session.objects.filter(pk=earlier.pk).update(
@@ -43,6 +45,7 @@ def build_scene(alice, agent) -> Session:
             )
             add_messages(earlier, 2, topic=trip, prefix="Lisbon: ")
             do_user_curation(topic=trip, state=MemoryState.PROMOTED, user=alice)
+            carried.append(memory_ref(trip, "Lisbon trip"))
 
     session = Session.objects.start(user=alice, agent=agent, title="Messages table design")
     first = session.active_topic()
@@ -71,6 +74,8 @@ def build_scene(alice, agent) -> Session:
         if state != MemoryState.NONE:
             add_messages(session, 2, topic=topic, prefix=f"{title}: ")  # what it remembers
             do_user_curation(topic=topic, state=state, user=alice)
+            if state == MemoryState.PROMOTED:
+                carried.append(memory_ref(topic, title))
     active = Topic.objects.create(
         session=session, origin=Topic.Origin.DRIFT, title="Message indexes"
     )
@@ -97,7 +102,24 @@ def build_scene(alice, agent) -> Session:
         tool_name="notes",
         content='{"ok": true, "notes": "Indexes: (session, seq) unique"}',
     )
-    session.append_message(role="assistant", content="I noted that. Shall I draft the migration?")
+    carried += [{"kind": "fact", "key": key} for key in FACT_KEYS]
+    carried.append({"kind": "notes", "topic_id": active.pk, "session_id": session.pk})
+    session.append_message(
+        role="assistant",
+        content="I noted that. Shall I draft the migration?",
+        memory_trace={
+            "carried": carried,
+            "changed": [
+                {
+                    "kind": "notes",
+                    "action": "write",
+                    "topic_id": active.pk,
+                    "sentence": "Noted: Indexes: (session, seq) unique",
+                }
+            ],
+        },
+        versions=[{"content": "Noted. Do you want the migration too?", "created_at": "2026-05-02"}],
+    )
     session.append_message(role="user", content="Draft the migration, in SQL.")
     session.append_message(
         role="assistant",
@@ -108,13 +130,20 @@ def build_scene(alice, agent) -> Session:
     Notes.objects.create(
         topic=active, content="- Indexes: `(session, seq)` unique\n- **PostgreSQL**"
     )
-    for key, value in [
+    for key, value in [  # FACT_KEYS
         ("preferred language", "Python 3.11"),
         ("timezone", "Europe/Lisbon"),
         ("deploy target", "Fly.io, region ams"),
     ]:
         set_fact(user=alice, agent=agent, key=key, value=value, actor="user")
     return session
+
+
+FACT_KEYS = ["deploy target", "preferred language", "timezone"]
+
+
+def memory_ref(topic, title: str) -> dict:
+    return {"kind": "memory", "topic_id": topic.pk, "session_id": topic.session_id, "title": title}
 
 
 def test_the_readme_screenshots(open_chat, alice, agent, screenshots):
@@ -146,6 +175,25 @@ def test_the_readme_screenshots(open_chat, alice, agent, screenshots):
     page.locator("#inspector").screenshot(path=screenshots / "facts-panel.png")
     for name in ["chat.png", "memory-panel.png", "facts-panel.png"]:
         assert (screenshots / name).stat().st_size > 10_000
+
+
+def test_the_readme_screenshot_of_a_replys_memory_and_versions(
+    open_chat, alice, agent, screenshots
+):
+    session = build_scene(alice, agent)
+    page = open_chat(session)
+    page.set_viewport_size({"width": 1280, "height": 960})
+    reply = page.locator(".part", has_text="I noted that. Shall I draft the migration?")
+    line = reply.locator(".memory-line")
+    summary = line.locator("summary").inner_text()
+    assert "2 memory entries, 3 facts, this topic's notes" in summary
+    assert "changed: 1" in summary  # its sentence is the tool card's, said once
+    line.locator("summary").click()
+    line.get_by_role("link", name="“Lisbon trip”").wait_for()
+    assert reply.locator(".versions-label").inner_text() == "2/2"
+    reply.scroll_into_view_if_needed()
+    page.locator(".conversation").screenshot(path=screenshots / "reply-memory.png")
+    assert (screenshots / "reply-memory.png").stat().st_size > 10_000
 
 
 def test_the_readme_screenshots_of_stop_and_your_data(

@@ -158,6 +158,7 @@ class Prepared:
     error: str = ""  # every call failed
     nothing: str = ""  # why the model was not asked: nothing to consolidate
     model_name: str = ""
+    offline: bool = False  # no model: the model-free pass answered
 
 
 @dataclass
@@ -184,6 +185,7 @@ def prepare_consolidation(scope: Scope) -> Prepared:
     if model.offline:  # the model-free pass: near-duplicates merged, nothing superseded
         known = frozenset(entry.topic_id for entry in entries)
         prepared.answers = [CallAnswer(offline_answer(entries), known=known)]
+        prepared.offline = True
         return prepared
     records = fact_lines(data, provenance)
     shown_facts = {key: data[key] for key in records}
@@ -305,8 +307,15 @@ def _commit(run: ConsolidationRun, scope: Scope, prepared: Prepared, *, agent, u
         elif outcome.refused:
             _finish(run, ConsolidationRun.Status.NOTHING, "every proposed operation was refused")
         else:
-            _finish(run, ConsolidationRun.Status.NOTHING, "the model proposed no change")
+            _finish(run, ConsolidationRun.Status.NOTHING, _no_change(prepared))
         return True
+
+
+def _no_change(prepared: Prepared) -> str:  # offline, no model was asked
+    return OFFLINE_NO_CHANGE if prepared.offline else "the model proposed no change"
+
+
+OFFLINE_NO_CHANGE = "offline (no model connected): no near-duplicate entries to merge"
 
 
 def _proposal(answer: object) -> list:
