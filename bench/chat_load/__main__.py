@@ -32,7 +32,11 @@ On the one-process servers, rows of ``--clients`` clients with short replies (8 
 and with long ones (60–150 words) measure CPU per turn (the server's processes, all
 threads, over the row); on the batched ones, a row of ``--load-clients`` clients with long
 replies measures turns per second, one process against two.
-Each client is its own user in a new session; all start at once and send ``--messages``
+Each client is its own user, made for its row (rows compare: no user brings the history of
+an earlier row), in a new session; the CPU rows are short replies and long ones for new
+users, and long ones for returning users (60 earlier messages that recall finds). Each row
+also reports the SQL statements and Redis commands the servers sent per turn (counted in
+the server processes: bench/counting.py). All clients start at once and send ``--messages``
 messages one after another, each after the previous ``turn.done``. The bench reports
 the medians over the repeats, the ratios to the baseline, and how much CPU the bench
 itself (clients and fake model, on the same cores) used, as a table and a last JSON line::
@@ -61,10 +65,13 @@ from pathlib import Path
 
 from bench.chat_load.environment import ROOT, configure, tear_down
 from bench.common import setup_django
+from bench.counting import process_totals
 
 RECEIVE_TIMEOUT = 60.0  # one event; a turn against a zero-latency model takes far less
 SERVER_START_TIMEOUT = 90.0
 SETTLE_SECONDS = 1.5  # after the exit-evaluation debounce, before the next row starts
+COUNTS_FLUSH_SECONDS = 0.6  # the servers write their SQL and Redis counts every 0.25 s
+RETURNING_HISTORY = 60  # earlier messages of a returning user (recall finds them)
 SHORT_REPLY = "Hello from the zero-latency fake model, streamed word by word."
 _SENTENCES = (
     "Start with the simplest version that works and measure it before changing anything.",
@@ -120,46 +127,74 @@ class Client:
 
 
 class Population:
-    """The users (made once, each with a login cookie) and fresh sessions for every row."""
+    """Users made for each row (a row's users are new, so rows compare), each with a login
+    cookie and a fresh session; a returning user has earlier chats (``history``
+    messages in a session of their own) that recall finds."""
 
-    def __init__(self, *, users: int) -> None:
-        from django.conf import settings
-        from django.contrib.auth import get_user_model
+    def __init__(self) -> None:
         from django.core.management import call_command
-        from django.test import Client as DjangoClient
 
         from memory.models import Agent, Organization
 
         call_command("migrate", verbosity=0)
-        organization = Organization.objects.create(name="Bench", slug="bench")
+        self.organization = Organization.objects.create(name="Bench", slug="bench")
         self.agent = Agent.objects.create(
-            organization=organization,
+            organization=self.organization,
             name="Bench",
             soul="You are Bench, a patient assistant under load.",
             skills="Answering quickly.",
         )
-        self.users, self.cookies = [], []
-        for index in range(users):
-            user = get_user_model().objects.create_user(f"bench{index}", password=None)
-            organization.members.add(user)
-            browser = DjangoClient()
-            browser.force_login(user)
-            self.users.append(user)
-            cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
-            self.cookies.append(f"{settings.SESSION_COOKIE_NAME}={cookie}")
+        self.made = 0
 
-    def clients(self, count: int) -> list[Client]:
+    def _user(self) -> tuple[object, str]:
+        from django.conf import settings
+        from django.contrib.auth import get_user_model
+        from django.test import Client as DjangoClient
+
+        self.made += 1
+        user = get_user_model().objects.create_user(f"bench{self.made}", password=None)
+        self.organization.members.add(user)
+        browser = DjangoClient()
+        browser.force_login(user)
+        cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
+        return user, f"{settings.SESSION_COOKIE_NAME}={cookie}"
+
+    def _history(self, user, messages: int) -> None:
+        """An earlier session of ``messages`` messages, said as the bench's turns say them."""
+        from memory.models import Message, Session
+
+        session = Session.objects.start(user=user, agent=self.agent, title="Earlier")
+        topic = session.topics.get()
+        rows = []
+        for seq in range(1, messages + 1):
+            number = seq // 2
+            if seq % 2:
+                role, content = Message.Role.USER, f"long {number}: message {number} from an "
+                content += "earlier day: how was the load then?"
+            else:
+                role, content = Message.Role.ASSISTANT, long_reply(number)
+            rows.append(Message(session=session, topic=topic, seq=seq, role=role, content=content))
+        Message.objects.bulk_create(rows)
+        Session.objects.filter(pk=session.pk).update(
+            message_count=messages, conversation_count=messages
+        )
+        topic.is_active = False
+        topic.title = "Earlier load"
+        topic.save(update_fields=["is_active", "title"])
+        session.topics.create(title="", is_active=True)
+
+    def clients(self, count: int, *, history: int = 0) -> list[Client]:
         from django.db import connections
 
         from memory.models import Session
 
-        made = [
-            Client(
-                session_id=Session.objects.start(user=self.users[index], agent=self.agent).pk,
-                cookie=self.cookies[index],
-            )
-            for index in range(count)
-        ]
+        made = []
+        for _ in range(count):
+            user, cookie = self._user()
+            if history:
+                self._history(user, history)
+            session = Session.objects.start(user=user, agent=self.agent)
+            made.append(Client(session_id=session.pk, cookie=cookie))
         connections.close_all()
         return made
 
@@ -173,6 +208,9 @@ class Server:
         self.workers = workers
         self.port = _free_port()
         self.log_path = Path(workdir, f"uvicorn-{self.port}.log")
+        self.counts_dir = Path(workdir, f"counts-{self.port}")
+        self.counts_dir.mkdir()
+        env = {**env, "BENCH_COUNTS_DIR": str(self.counts_dir)}
         self._log = self.log_path.open("wb")
         command = [
             sys.executable,
@@ -301,9 +339,13 @@ async def converse(socket, *, messages: int, tag: str, reply: str) -> list[float
     return latencies
 
 
-async def run_row(server: Server, clients: list[Client], *, messages: int, reply: str) -> dict:
+async def run_row(
+    server: Server, clients: list[Client], *, messages: int, reply: str, users: str
+) -> dict:
     sockets = await asyncio.gather(*(connect(server, client) for client in clients))
     try:
+        await asyncio.sleep(COUNTS_FLUSH_SECONDS)
+        sent = process_totals(str(server.counts_dir))
         server_cpu, own_cpu = server.cpu_seconds(), time.process_time()
         machine_cpu = machine_cpu_seconds()
         started = time.perf_counter()
@@ -317,6 +359,8 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         own_cpu = time.process_time() - own_cpu
         server_cpu = server.cpu_seconds() - server_cpu
         machine_cpu = machine_cpu_seconds() - machine_cpu
+        await asyncio.sleep(COUNTS_FLUSH_SECONDS)
+        now = process_totals(str(server.counts_dir))
     finally:
         await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
     latencies = sorted(latency for result in results for latency in result)
@@ -325,6 +369,7 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         "processes": server.workers,
         "clients": len(clients),
         "reply": reply,
+        "users": users,
         "turns": len(latencies),
         "seconds": elapsed,
         "turns_per_s": len(latencies) / elapsed,
@@ -333,6 +378,8 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         # 100 % is one core busy: the most one Python process gets (the GIL).
         "server_cpu_pct": 100 * server_cpu / elapsed,
         "cpu_ms_per_turn": 1000 * server_cpu / len(latencies),
+        "sql_per_turn": (now["sql"] - sent["sql"]) / len(latencies),
+        "redis_per_turn": (now["redis"] - sent["redis"]) / len(latencies),
         "bench_cpu_pct": 100 * own_cpu / elapsed,
         # The rest of the machine: PostgreSQL, Redis, the kernel, anything else running.
         "other_cpu_pct": 100 * (machine_cpu - server_cpu - own_cpu) / elapsed,
@@ -354,7 +401,7 @@ def _percentile(ordered: list[float], percent: float) -> float:
 
 
 async def measure_server(
-    server: Server, population: Population, plan: list[tuple[int, str, int]], *, timeout: float
+    server: Server, population: Population, plan: list[tuple], *, timeout: float
 ) -> list[dict]:
     from memory.lib.spec import EXIT_DEBOUNCE_SECONDS
 
@@ -363,16 +410,19 @@ async def measure_server(
     await converse(socket, messages=2, tag="warm-up", reply="long")  # imports, pools, caches
     await socket.close()
     rows = []
-    for clients, reply, messages in plan:
+    for clients, reply, messages, history in plan:
         await asyncio.sleep(EXIT_DEBOUNCE_SECONDS + SETTLE_SECONDS)
-        row_clients = await asyncio.to_thread(population.clients, clients)
+        row_clients = await asyncio.to_thread(population.clients, clients, history=history)
+        users = "returning" if history else "new"
         row = await asyncio.wait_for(
-            run_row(server, row_clients, messages=messages, reply=reply), timeout=timeout
+            run_row(server, row_clients, messages=messages, reply=reply, users=users),
+            timeout=timeout,
         )
         rows.append(row)
         print(
-            f"  {server.label}: {clients} clients, {reply} replies: {row['turns']} turns in "
-            f"{row['seconds']:.1f} s, {row['cpu_ms_per_turn']:.1f} ms CPU/turn",
+            f"  {server.label}: {clients} {users} clients, {reply} replies: {row['turns']} "
+            f"turns in {row['seconds']:.1f} s, {row['cpu_ms_per_turn']:.1f} ms CPU/turn, "
+            f"{row['sql_per_turn']:.1f} SQL and {row['redis_per_turn']:.1f} Redis per turn",
             file=sys.stderr,
             flush=True,
         )
@@ -400,8 +450,12 @@ def main() -> int:
         parser.error("messages must be 1..100 and repeats 1..20")
     cpu_messages = max(args.messages, math.ceil(40 / args.clients))
     plans = {
-        "cpu": [(args.clients, "short", cpu_messages), (args.clients, "long", cpu_messages)],
-        "load": [(args.load_clients, "long", args.messages)],
+        "cpu": [
+            (args.clients, "short", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, RETURNING_HISTORY),
+        ],
+        "load": [(args.load_clients, "long", args.messages, 0)],
     }
 
     env = configure(embedded=args.embedded)
@@ -427,7 +481,7 @@ def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int]:
         from tests.fake_openai import FakeOpenAI
 
         fake = FakeOpenAI(responder=respond)
-        population = Population(users=max(args.clients, args.load_clients) + 1)
+        population = Population()
         model_env = {
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "bench-key",
@@ -474,17 +528,19 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
         f"{model_calls} model calls; {os.cpu_count()} cores shared with the bench client)"
     )
     header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")
-    header += ("cpu ms/turn", "bench cpu", "other cpu")
+    header += ("cpu ms/turn", "sql/turn", "redis/turn", "bench cpu", "other cpu")
     print("  ".join(f"{h:>18}" for h in header))
     summary: dict[tuple[str, int, str], list[dict]] = {}
     for row in rows:
-        summary.setdefault((row["server"], row["clients"], row["reply"]), []).append(row)
+        reply = row["reply"] if row["users"] == "new" else f"{row['reply']}, returning"
+        summary.setdefault((row["server"], row["clients"], reply), []).append(row)
     medians = {}
     for key, group in summary.items():
         median = {
             name: statistics.median(row[name] for row in group)
             for name in ("turns_per_s", "p50_ms", "p95_ms", "server_cpu_pct")
-            + ("cpu_ms_per_turn", "bench_cpu_pct", "other_cpu_pct")
+            + ("cpu_ms_per_turn", "sql_per_turn", "redis_per_turn")
+            + ("bench_cpu_pct", "other_cpu_pct")
         }
         spread = [round(row["cpu_ms_per_turn"], 1) for row in group]
         medians[key] = median
@@ -497,14 +553,16 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
             f"{median['p95_ms']:.0f}",
             f"{median['server_cpu_pct']:.0f} %",
             f"{median['cpu_ms_per_turn']:.1f} {spread}",
+            f"{median['sql_per_turn']:.1f}",
+            f"{median['redis_per_turn']:.1f}",
             f"{median['bench_cpu_pct']:.0f} %",
             f"{median['other_cpu_pct']:.0f} %",
         )
         print("  ".join(f"{c!s:>18}" for c in cells))
 
-    def cpu(label: str, reply: str) -> float | None:
+    def cpu(label: str, reply: str, name: str = "cpu_ms_per_turn") -> float | None:
         entry = medians.get((label, args.clients, reply))
-        return entry["cpu_ms_per_turn"] if entry else None
+        return round(entry[name], 2) if entry else None
 
     def rate(label: str) -> float | None:
         entry = medians.get((label, args.load_clients, "long"))
@@ -515,7 +573,19 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
         "bench": "chat_load",
         "cpu_ms_per_turn": {
             "per_token": {"short": cpu(base, "short"), "long": cpu(base, "long")},
-            "batched": {"short": cpu(batched, "short"), "long": cpu(batched, "long")},
+            "batched": {
+                "short": cpu(batched, "short"),
+                "long": cpu(batched, "long"),
+                "long_returning": cpu(batched, "long, returning"),
+            },
+        },
+        "sql_per_turn": {
+            "long": cpu(batched, "long", "sql_per_turn"),
+            "long_returning": cpu(batched, "long, returning", "sql_per_turn"),
+        },
+        "redis_per_turn": {
+            "long": cpu(batched, "long", "redis_per_turn"),
+            "long_returning": cpu(batched, "long, returning", "redis_per_turn"),
         },
         "short_ratio": _ratio(cpu(batched, "short"), cpu(base, "short")),
         "long_ratio": _ratio(cpu(batched, "long"), cpu(base, "long")),
