@@ -1,8 +1,8 @@
 """Recall's candidates on PostgreSQL, bounded by the scope, not the table: one statement.
 
 The messages of a recall come from one query (``scoped_messages``) that reads the user's
-newest ``RECALL_WINDOW`` conversation messages of the scope (the btree that starts with
-the user, migration 0016), and takes for each term its newest ``RECALL_PER_TERM`` matches
+newest ``RECALL_WINDOW`` messages (one range of the btree that starts with the user,
+migration 0016), keeps the scope's conversation messages among them, and takes for each term its newest ``RECALL_PER_TERM`` matches
 there; a term with fewer (a rare word) is looked for further back through the GIN index
 that starts with the user too (``btree_gin``), stopping at as many. Each candidate comes
 with its topic and session in the same statement. No term is counted over the scope per
@@ -34,25 +34,41 @@ RECALL_PER_TERM = 20  # candidates per term, newest first
 RECALL_TIMEOUT_MS = 300  # one recall's statements; past it, no passages (logged)
 
 _CONVERSATION = "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))"
+# The window: the user's newest messages from before the current topic began, and the
+# newest since then (another session's, in between): two ranges of the (user, id) btree,
+# each LIMITed, so neither the current topic's length nor the table's counts.
 _IDS_SQL = f"""
 WITH scope(id) AS MATERIALIZED ({{scope}}),
+terms AS MATERIALIZED (
+    SELECT to_tsquery('{PG_CONFIG}', term) AS q FROM unnest(%s::text[]) AS term),
+began AS MATERIALIZED (
+    SELECT coalesce((SELECT m.id FROM memory_message AS m WHERE m.topic_id = %s
+        ORDER BY m.topic_id DESC, m.seq ASC LIMIT 1), 9223372036854775807) AS id),
+newest AS MATERIALIZED (
+    (SELECT m.id, m.session_id, m.topic_id, m.role, m.tool_calls, m.search_vector
+        FROM memory_message AS m
+        WHERE m.recall_user_id = %s AND m.id > (SELECT id FROM began)
+        ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW})
+    UNION ALL
+    (SELECT m.id, m.session_id, m.topic_id, m.role, m.tool_calls, m.search_vector
+        FROM memory_message AS m
+        WHERE m.recall_user_id = %s AND m.id < (SELECT id FROM began)
+        ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW})),
 win AS MATERIALIZED (
-    SELECT m.id, m.search_vector FROM memory_message AS m
-    WHERE m.recall_user_id = %s AND m.session_id IN (SELECT id FROM scope)
-        AND m.topic_id <> %s AND {{roles}}
-    ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW}),
-oldest AS MATERIALIZED (SELECT coalesce(min(id), 0) AS id FROM win)
-SELECT c.id FROM unnest(%s::text[]) AS t(term)
+    SELECT m.id, m.search_vector FROM newest AS m
+    WHERE m.session_id IN (SELECT id FROM scope) AND m.topic_id <> %s AND {{roles}}),
+oldest AS MATERIALIZED (
+    SELECT coalesce(min(id), 0) AS id FROM newest WHERE id < (SELECT id FROM began))
+SELECT c.id FROM terms AS t
 CROSS JOIN LATERAL (
-    (SELECT w.id FROM win AS w
-        WHERE w.search_vector @@ to_tsquery('{PG_CONFIG}', t.term)
+    (SELECT w.id FROM win AS w WHERE w.search_vector @@ t.q
         ORDER BY w.id DESC LIMIT {RECALL_PER_TERM})
     UNION ALL
     (SELECT m.id FROM memory_message AS m
-        WHERE m.recall_user_id = %s
-            AND m.search_vector @@ to_tsquery('{PG_CONFIG}', t.term)
-            AND m.id < (SELECT id FROM oldest)
-            AND m.session_id IN (SELECT id FROM scope) AND m.topic_id <> %s AND {{roles}}
+        WHERE m.recall_user_id = %s AND m.search_vector @@ t.q
+            AND m.id + 0 < (SELECT id FROM oldest)
+            AND m.session_id + 0 IN (SELECT id FROM scope) AND m.topic_id <> %s
+            AND {{roles}}
         LIMIT {RECALL_PER_TERM})
     LIMIT {RECALL_PER_TERM}) AS c
 """
@@ -102,7 +118,8 @@ def scoped_messages(
     roles = _CONVERSATION if replies else "m.role = 'user'"
     sql = _IDS_SQL.format(scope=scope_sql, roles=roles)
     excluded = exclude_topic_id if exclude_topic_id is not None else 0
-    params = [*scope_params, user_id, excluded, [f"{t}:*" for t in terms], user_id, excluded]
+    queries = [f"{term}:*" for term in terms]
+    params = [*scope_params, queries, excluded, user_id, user_id, excluded, user_id, excluded]
     rows = (
         Message.objects.filter(pk__in=RawSQL(sql, params))
         .select_related("topic", "session")
