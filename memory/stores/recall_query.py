@@ -1,13 +1,15 @@
 """Recall's candidates on PostgreSQL, bounded by the scope, not the table: one statement.
 
-The messages of a recall come from one query (``scoped_messages``) that reads the user's
-newest ``RECALL_WINDOW`` messages (one range of the btree that starts with the user,
-migration 0016), keeps the scope's conversation messages among them, and takes for each term its newest ``RECALL_PER_TERM`` matches
-there; a term with fewer (a rare word) is looked for further back through the GIN index
-that starts with the user too (``btree_gin``), stopping at as many. Each candidate comes
-with its topic and session in the same statement. No term is counted over the scope per
-turn: how rare a term is, recall reads among the candidates (bm25 in
-memory/stores/recall_ranking.py).
+The messages of a recall come from one query (``scoped_messages``) that reads a window
+of the user's newest messages: up to ``RECALL_WINDOW`` from before the current topic
+began and as many since (two LIMITed ranges of the btree that starts with the user,
+migration 0016, so neither the current topic's length nor the table counts), keeps the
+scope's conversation messages among them, and takes for each term its newest
+``RECALL_PER_TERM`` matches there; a term with fewer (a rare word) is looked for further
+back through the GIN index that starts with the user too (``btree_gin``), stopping at as
+many. Each candidate comes with its topic and session in the same statement. No term is
+counted over the scope per turn: how rare a term is, recall reads among the candidates
+(``bm25_ranked`` in memory/stores/recall_ranking.py).
 
 The statement runs under ``RECALL_TIMEOUT_MS`` (``SET LOCAL statement_timeout``, in a
 transaction of its own): past it, ``RecallTooSlow`` (a ``SearchError``), which the
@@ -29,7 +31,7 @@ from memory.stores.search import PG_CONFIG, SearchError
 
 logger = logging.getLogger(__name__)
 
-RECALL_WINDOW = 4_000  # the user's newest conversation messages of the scope, read first
+RECALL_WINDOW = 4_000  # the user's newest messages read first, before and since the topic
 RECALL_PER_TERM = 20  # candidates per term, newest first
 RECALL_TIMEOUT_MS = 300  # one recall's statements; past it, no passages (logged)
 
