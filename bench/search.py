@@ -191,6 +191,7 @@ def timed_recall(*, session, repeat: int) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from memory.stores.recall_ranking import RECALL_MAX_HITS, search_past_chats
+    from memory.stores.search import SearchError
 
     active = session.active_topic()
 
@@ -204,11 +205,17 @@ def timed_recall(*, session, repeat: int) -> dict:
             messages_first=True,
         )
 
-    recall()  # warm
-    times, found, statements = [], 0, 0
+    try:
+        recall()  # warm
+    except SearchError:
+        pass
+    times, found, statements, stopped = [], 0, 0, 0
     for _ in range(repeat):
         with CaptureQueriesContext(connection) as captured:
-            found = len(recall())
+            try:
+                found = len(recall())
+            except SearchError:  # past its statement timeout: no passages
+                found, stopped = 0, stopped + 1
         statements = len(captured.captured_queries)
         times.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
     times.sort()
@@ -219,6 +226,7 @@ def timed_recall(*, session, repeat: int) -> dict:
         "hits": found,
         "runs": repeat,
         "statements": statements,
+        "stopped": stopped,
     }
 
 
@@ -285,10 +293,12 @@ def main() -> int:
     common = next(r for r in rows if r["path"] == "after" and r["q"] == COMMON)
     recall = next(r for r in rows if r["path"] == "recall")
     ok = common["ms_p95"] < TARGET_P95_MS and recall["ms_p95"] < RECALL_TARGET_MS
+    ok = ok and not recall["stopped"]
     print(
         f"common-word p95 {common['ms_p95']:.1f} ms; target < {TARGET_P95_MS:.0f} ms. "
         f"A turn's recall of 12 common words: {recall['statements']} statements, database "
-        f"time p95 {recall['ms_p95']:.1f} ms; target < {RECALL_TARGET_MS:.0f} ms. ok: {ok}"
+        f"time p95 {recall['ms_p95']:.1f} ms ({recall['stopped']} stopped by the timeout); "
+        f"target < {RECALL_TARGET_MS:.0f} ms. ok: {ok}"
     )
     print(
         json.dumps(

@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, Q
 from django.utils import timezone
 
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
-from memory.models import Message, Notes, Session, Topic
+from memory.models import Message, Notes, Organization, Session, Topic
 from memory.stores.recall_query import scoped_messages, time_limited_recall
 from memory.stores.search import (
     _WORD,
@@ -57,7 +58,7 @@ from memory.text.stats import ENGLISH_STOPWORDS, language_of, stem, stopwords
 RECALL_DEFAULT_HITS = 5
 RECALL_MAX_HITS = 10
 RECALL_CANDIDATES = 60  # per kind, from the index, before ranking
-NOTES_SEARCHED = 500  # the scope's newest notes (one per topic) a recall reads
+TOPICS_SEARCHED = 300  # the scope's newest topics (and their notes) a recall reads
 RECALL_MAX_TERMS = 12  # a query's content words searched for (stopwords never count)
 RECALL_SNIPPET_CHARS = 300
 RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
@@ -133,10 +134,13 @@ def recall_sessions(*, session: Session):
     """The sessions recall may read for ``session``: its scope's, while its user may
     (``Session.objects.owned_by``'s rule, said with the ids the session holds: no query
     for the user)."""
-    user_id = session.user_id
-    mine = Session.objects.filter(
-        user_id=user_id, user__is_active=True, organization__members=user_id
+    user_id, organization_id = session.user_id, session.organization_id
+    # Checked once, not per session (the planner runs an uncorrelated EXISTS one time).
+    member = Organization.members.through.objects.filter(
+        organization_id=organization_id, user_id=user_id
     )
+    active = get_user_model().objects.filter(pk=user_id, is_active=True)
+    mine = Session.objects.filter(Exists(member), Exists(active))
     return mine.in_scope(
         agent_id=session.agent_id, user_id=session.user_id, organization_id=session.organization_id
     )
@@ -179,13 +183,25 @@ def search_past_chats(
             rank = bm25_messages if messages_first else indexed_messages
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
         candidates = [("message", message, message.content) for message in found]
-        candidates += _topic_candidates(topics, terms)
-        candidates += _notes_candidates(topics, terms)
+        # The scope's newest topics only, and their notes: bounded, whatever the history
+        # (an older topic's messages are still found, through the messages' index).
+        newest = _newest_topics(sessions, exclude_topic_id)
+        candidates += _topic_candidates(newest, terms)
+        candidates += _notes_candidates(newest, terms)
     hits = _ranked_hits(candidates, terms)
     if messages_first:  # a stable sort: the topics and notes keep their order, after them
         position = {message.pk: index for index, message in enumerate(found)}
         hits.sort(key=lambda hit: position.get(hit.message_id, len(position)))
     return hits[:limit]
+
+
+def _newest_topics(sessions, exclude_topic_id: int | None):
+    """The scope's newest ``TOPICS_SEARCHED`` topics, from its newest sessions."""
+    recent = sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
+    topics = Topic.objects.filter(session__in=recent)
+    if exclude_topic_id is not None:
+        topics = topics.exclude(pk=exclude_topic_id)
+    return Topic.objects.filter(pk__in=topics.order_by("-pk").values("pk")[:TOPICS_SEARCHED])
 
 
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
@@ -278,14 +294,14 @@ def _topic_candidates(topics, terms: list[str]):
 
 
 def _notes_candidates(topics, terms: list[str]):
-    """Notes have no index: the scope's newest ``NOTES_SEARCHED`` documents are matched
-    word by word, any term."""
+    """Notes have no index: the few documents of ``topics`` are matched word by word, any
+    term."""
     matches = Q()
     for term in terms:
         matches |= Q(content__icontains=term)
-    newest = Notes.objects.filter(topic__in=topics).exclude(content="").order_by("-pk")
     rows = (
-        Notes.objects.filter(pk__in=newest.values("pk")[:NOTES_SEARCHED])
+        Notes.objects.filter(topic__in=topics)
+        .exclude(content="")
         .filter(matches)
         .select_related("topic", "topic__session")
         .order_by("-pk")[:RECALL_CANDIDATES]
@@ -317,7 +333,7 @@ def _ranked_hits(candidates, terms: list[str]) -> list[RecallHit]:
 
 def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> RecallHit:
     topic = row if kind == "topic" else row.topic
-    session = topic.session
+    session = row.session if kind == "message" else topic.session  # each loaded with its row
     if kind == "topic":
         text = topic.summary or topic.title
     return RecallHit(
