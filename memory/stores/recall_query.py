@@ -61,10 +61,11 @@ win AS MATERIALIZED (
     WHERE m.session_id IN (SELECT id FROM scope) AND m.topic_id <> %s AND {{roles}}),
 oldest AS MATERIALIZED (
     SELECT coalesce(min(id), 0) AS id FROM newest WHERE id < (SELECT id FROM began))
+-- The window is read in the order it was written, newest first: a common word stops the
+-- scan at its first matches instead of being matched in every row of the window.
 SELECT c.id FROM terms AS t
 CROSS JOIN LATERAL (
-    (SELECT w.id FROM win AS w WHERE w.search_vector @@ t.q
-        ORDER BY w.id DESC LIMIT {RECALL_PER_TERM})
+    (SELECT w.id FROM win AS w WHERE w.search_vector @@ t.q LIMIT {RECALL_PER_TERM})
     UNION ALL
     (SELECT m.id FROM memory_message AS m
         WHERE m.recall_user_id = %s AND m.search_vector @@ t.q
