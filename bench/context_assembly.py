@@ -298,6 +298,14 @@ def measure(session, *, repeat: int) -> dict:
     }
 
 
+def measure_sizes(agent, sizes, *, repeat: int) -> list[dict]:
+    rows = []
+    for index, size in enumerate(sizes):
+        session, messages, topics = build_scope(agent=agent, index=index, messages=size)
+        rows.append({"messages": messages, "topics": topics, **measure(session, repeat=repeat)})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sqlite", action="store_true", help="use a throwaway SQLite file")
@@ -320,13 +328,8 @@ def main() -> int:
         agent = Agent.objects.create(
             organization=organization, name="Bench", soul="You are Bench.", skills="Timing."
         )
-        rows = []
         sizes = SIZES if args.no_million or not pg_name else (*SIZES, MILLION)
-        for index, size in enumerate(sizes):
-            session, messages, topics = build_scope(agent=agent, index=index, messages=size)
-            rows.append(
-                {"messages": messages, "topics": topics, **measure(session, repeat=args.repeat)}
-            )
+        rows = measure_sizes(agent, sizes, repeat=args.repeat)
         if hasattr(cache, "delete_pattern"):
             cache.delete_pattern("*")
     finally:

@@ -278,6 +278,11 @@ def main() -> int:
     finally:
         drop_database(name)
 
+    return print_report(rows, args=args, share=share, built=built, started=started)
+
+
+def print_report(rows: list[dict], *, args, share: float, built: float, started: float) -> int:
+    """The table and the last JSON line; 0 when the targets hold."""
     print(
         f"search over {args.messages:,} messages of one user (PostgreSQL; '{COMMON}' in "
         f"{share:.0%} of them; built in {built:.0f} s, "

@@ -60,10 +60,10 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.chat_load.environment import ROOT, configure, tear_down
+from bench.chat_load.population import Client, Population, long_reply
 from bench.common import setup_django
 from bench.counting import process_totals
 
@@ -73,14 +73,6 @@ SETTLE_SECONDS = 1.5  # after the exit-evaluation debounce, before the next row 
 COUNTS_FLUSH_SECONDS = 0.6  # the servers write their SQL and Redis counts every 0.25 s
 RETURNING_HISTORY = 60  # earlier messages of a returning user (recall finds them)
 SHORT_REPLY = "Hello from the zero-latency fake model, streamed word by word."
-_SENTENCES = (
-    "Start with the simplest version that works and measure it before changing anything.",
-    "Keep the old setting around for a week, so you can compare both under real traffic.",
-    "If the numbers disagree with your intuition, trust the numbers and look for the cause.",
-    "Write down what you tried, including what failed; it saves the next person an afternoon.",
-    "A small, boring change shipped today beats a clever one that waits for next quarter.",
-    "When two options look equal, pick the one that is easier to undo.",
-)
 OLD_PATH = {"STREAM_BATCH_SECONDS": "0", "BENCH_CHANNELS_REDIS_LAYER": "1"}
 BATCHED = {"STREAM_BATCH_SECONDS": "0.1"}
 SERVERS = (  # label, worker processes, environment, rows: CPU and/or load
@@ -88,17 +80,6 @@ SERVERS = (  # label, worker processes, environment, rows: CPU and/or load
     ("1 proc, batched", 1, BATCHED, ("cpu", "load")),
     ("2 procs, batched", 2, BATCHED, ("load",)),
 )
-
-
-def long_reply(number: int) -> str:
-    """60–150 words, different from message to message."""
-    words: list[str] = []
-    target = 60 + (number * 37) % 91
-    index = number
-    while len(words) < target:
-        words += _SENTENCES[index % len(_SENTENCES)].split()
-        index += 1
-    return " ".join(words[:target])
 
 
 def respond(body: dict) -> tuple[str, None]:
@@ -116,87 +97,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class Client:
-    """One simulated user: their session and the cookie that logs them in."""
-
-    session_id: int
-    cookie: str
-
-
-class Population:
-    """Users made for each row (a row's users are new, so rows compare), each with a login
-    cookie and a fresh session; a returning user has earlier chats (``history``
-    messages in a session of their own) that recall finds."""
-
-    def __init__(self) -> None:
-        from django.core.management import call_command
-
-        from memory.models import Agent, Organization
-
-        call_command("migrate", verbosity=0)
-        self.organization = Organization.objects.create(name="Bench", slug="bench")
-        self.agent = Agent.objects.create(
-            organization=self.organization,
-            name="Bench",
-            soul="You are Bench, a patient assistant under load.",
-            skills="Answering quickly.",
-        )
-        self.made = 0
-
-    def _user(self) -> tuple[object, str]:
-        from django.conf import settings
-        from django.contrib.auth import get_user_model
-        from django.test import Client as DjangoClient
-
-        self.made += 1
-        user = get_user_model().objects.create_user(f"bench{self.made}", password=None)
-        self.organization.members.add(user)
-        browser = DjangoClient()
-        browser.force_login(user)
-        cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
-        return user, f"{settings.SESSION_COOKIE_NAME}={cookie}"
-
-    def _history(self, user, messages: int) -> None:
-        """An earlier session of ``messages`` messages, said as the bench's turns say them."""
-        from memory.models import Message, Session
-
-        session = Session.objects.start(user=user, agent=self.agent, title="Earlier")
-        topic = session.topics.get()
-        rows = []
-        for seq in range(1, messages + 1):
-            number = seq // 2
-            if seq % 2:
-                role, content = Message.Role.USER, f"long {number}: message {number} from an "
-                content += "earlier day: how was the load then?"
-            else:
-                role, content = Message.Role.ASSISTANT, long_reply(number)
-            rows.append(Message(session=session, topic=topic, seq=seq, role=role, content=content))
-        Message.objects.bulk_create(rows)
-        Session.objects.filter(pk=session.pk).update(
-            message_count=messages, conversation_count=messages
-        )
-        topic.is_active = False
-        topic.title = "Earlier load"
-        topic.save(update_fields=["is_active", "title"])
-        session.topics.create(title="", is_active=True)
-
-    def clients(self, count: int, *, history: int = 0) -> list[Client]:
-        from django.db import connections
-
-        from memory.models import Session
-
-        made = []
-        for _ in range(count):
-            user, cookie = self._user()
-            if history:
-                self._history(user, history)
-            session = Session.objects.start(user=user, agent=self.agent)
-            made.append(Client(session_id=session.pk, cookie=cookie))
-        connections.close_all()
-        return made
 
 
 class Server:
@@ -448,16 +348,7 @@ def main() -> int:
         parser.error("clients must be 1..500")
     if not 1 <= args.messages <= 100 or not 1 <= args.repeats <= 20:
         parser.error("messages must be 1..100 and repeats 1..20")
-    cpu_messages = max(args.messages, math.ceil(40 / args.clients))
-    plans = {
-        "cpu": [
-            (args.clients, "short", cpu_messages, 0),
-            (args.clients, "long", cpu_messages, 0),
-            (args.clients, "long", cpu_messages, RETURNING_HISTORY),
-        ],
-        "load": [(args.load_clients, "long", args.messages, 0)],
-    }
-
+    plans = _plans(args)
     env = configure(embedded=args.embedded)
     wanted = {part.strip() for part in args.rows.split(",")}
     if not wanted or not wanted <= {"cpu", "load"}:
@@ -470,6 +361,19 @@ def main() -> int:
     started = time.perf_counter()
     rows, model_calls = _run(args, env, servers, plans)
     return _report(args, env, rows, time.perf_counter() - started, model_calls)
+
+
+def _plans(args) -> dict:
+    """The rows: (clients, reply, messages each, earlier messages of each user)."""
+    cpu_messages = max(args.messages, math.ceil(40 / args.clients))
+    return {
+        "cpu": [
+            (args.clients, "short", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, RETURNING_HISTORY),
+        ],
+        "load": [(args.load_clients, "long", args.messages, 0)],
+    }
 
 
 def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int]:
@@ -530,6 +434,12 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
     header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")
     header += ("cpu ms/turn", "sql/turn", "redis/turn", "bench cpu", "other cpu")
     print("  ".join(f"{h:>18}" for h in header))
+    medians = _print_medians(rows)
+    return _finish(args, rows, medians)
+
+
+def _print_medians(rows: list[dict]) -> dict:
+    """One line per row kind (the medians over the repeats); returns the medians."""
     summary: dict[tuple[str, int, str], list[dict]] = {}
     for row in rows:
         reply = row["reply"] if row["users"] == "new" else f"{row['reply']}, returning"
@@ -559,6 +469,11 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
             f"{median['other_cpu_pct']:.0f} %",
         )
         print("  ".join(f"{c!s:>18}" for c in cells))
+    return medians
+
+
+def _finish(args, rows: list[dict], medians: dict) -> int:
+    """The ratios, the explanation and the last JSON line."""
 
     def cpu(label: str, reply: str, name: str = "cpu_ms_per_turn") -> float | None:
         entry = medians.get((label, args.clients, reply))
