@@ -108,10 +108,31 @@ def _check_access(session_key: str | None, session_id: int) -> None:
     _reachable_session(session_key, session_id)
 
 
-def _act(session_key: str | None, session_id: int, frame: ClientFrame) -> None:
-    """Run one client request to the end, in a worker thread."""
+def _frame_session(user_id: int, session_id: int) -> Session:
+    """The session a frame acts on, read afresh in one query, while the user the socket
+    was opened for may still reach it (``Session.objects.owned_by``'s rule). The login is
+    not checked again per frame: it was checked when the socket opened, and a logout, a
+    password change or a deactivation closes the socket (``account_changed``)."""
+    session = (
+        Session.objects.filter(
+            pk=session_id, user_id=user_id, user__is_active=True, organization__members=user_id
+        )
+        .select_related("agent", "user")
+        .first()
+    )
+    if session is None:
+        raise CloseSocket(CLOSE_FORBIDDEN)
+    return session
+
+
+def _act(user_id: int, login: str | None, session_id: int, frame: ClientFrame) -> None:
+    """Run one client request to the end, in a worker thread; ``login``, when given, is
+    the login session to check again first (see ``SOCKET_LOGIN_RECHECK_SECONDS``)."""
     try:
-        session = _reachable_session(session_key, session_id)
+        if login is not None:
+            session = _reachable_session(login, session_id)
+        else:
+            session = _frame_session(user_id, session_id)
         if isinstance(frame, SendMessage):
             do_send_message(session=session, content=frame.content)
         elif isinstance(frame, RetryTurn):
@@ -145,6 +166,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self._layer_failed = False
         self._closing = False
         self._joined_at: float | None = None  # when it joined its groups (wall clock)
+        self._login_checked = time.monotonic()  # when the socket opened
 
     # Channels reads the session's events through ``self.channel_receive``; a failure
     # there would end the consumer with a bare 1011. It is wrapped so a failed channel
@@ -246,7 +268,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         work = database_sync_to_async(_act, thread_sensitive=False, executor=_turn_executor)
         missed = missed_deliveries(self.session_id)
         try:
-            await work(self.session_key, self.session_id, frame)
+            login = None
+            now = time.monotonic()
+            if now - self._login_checked >= settings.SOCKET_LOGIN_RECHECK_SECONDS:
+                login, self._login_checked = self.session_key, now
+            await work(self.user_id, login, self.session_id, frame)
             if missed_deliveries(self.session_id) != missed:
                 # Some of the session's events never reached the channel layer (memory/
                 # events.py): this socket has not shown them. Say so and close; the page

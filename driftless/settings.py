@@ -266,6 +266,10 @@ STREAM_BATCH_SECONDS = env_float("STREAM_BATCH_SECONDS", 0.1)
 # A message that arrives while the session's previous turn is finishing waits this long
 # for it before it is refused as busy (nothing is stored then, and the page keeps it).
 TURN_BUSY_WAIT_SECONDS = env_float("TURN_BUSY_WAIT_SECONDS", 3.0)
+# A socket's login is checked when it opens and on every account-change notice (logout,
+# password change, deactivation close it at once); a frame re-reads the login itself only
+# when this long has passed since the last check (a login removed without a notice).
+SOCKET_LOGIN_RECHECK_SECONDS = env_float("SOCKET_LOGIN_RECHECK_SECONDS", 60.0)
 # Fair sharing: turns one user, and one organization, may run at once (over every server
 # process); one more is refused with ``busy`` (memory/stores/leases.py).
 TURN_CAP_PER_USER = env_int("TURN_CAP_PER_USER", 3, minimum=1)

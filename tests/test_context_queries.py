@@ -11,11 +11,12 @@ from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
 # session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
-# the latest message (memory/stores/recall_ranking.py): the sessions, the messages (the
-# scope's count, one query per word of the message, the rows: "m10" has one word), topics
-# and notes; and recall by meaning (memory/stores/recall_vectors.py): the scope's latest
-# topics, the nearest ones' messages
-MAX_QUERIES = 14
+# the latest message (memory/stores/recall_query.py): its statement timeout, the messages
+# with their topics and sessions (one statement, whatever the words), the topics, the notes,
+# the exchanges of its hits; recall by meaning (memory/stores/recall_vectors.py): the
+# scope's latest topics, the nearest ones' messages; and, inside a test's transaction, a
+# savepoint, its release and the timeout set back
+MAX_QUERIES = 17
 
 
 def count_queries(session) -> tuple[int, int]:

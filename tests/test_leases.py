@@ -7,6 +7,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory.actions.scheduling import sweep
@@ -79,4 +81,20 @@ def test_a_dead_holder_whose_turn_had_ended_leaves_no_error_record(session):
 
     assert sweep().interrupted_turns == 0
     assert session.messages.count() == 2
+    assert not Lease.objects.exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's one-statement paths")
+def test_a_turns_locks_cost_one_statement_each_way():
+    with CaptureQueriesContext(connection) as taking:
+        held = leases.acquire("turn:9")
+    with CaptureQueriesContext(connection) as giving_back:
+        leases.release(held)
+    assert len(taking.captured_queries) == len(giving_back.captured_queries) == 1
+
+    with CaptureQueriesContext(connection) as slots:
+        with leases.turn_slots(user_id=1, organization_id=1):
+            assert len(slots.captured_queries) == 1  # the user's and the organization's
+            assert Lease.objects.filter(name__startswith="turn-slot:").count() == 2
+    assert len(slots.captured_queries) == 3  # taken, counted here, given back
     assert not Lease.objects.exists()

@@ -104,9 +104,10 @@ async def test_logout_closes_the_sockets_of_that_login_only(alice, session):
     await other.disconnect()
 
 
-async def test_a_frame_after_logout_runs_no_turn(alice, session, fake_openai):
-    """Even without the logout notice (sent to a group the socket may have missed), the
-    frame's check finds the login session gone."""
+async def test_a_frame_after_logout_runs_no_turn(alice, session, fake_openai, settings):
+    """Even without the logout notice (sent to a group the socket may have missed), a
+    frame once ``SOCKET_LOGIN_RECHECK_SECONDS`` have passed finds the login session gone."""
+    settings.SOCKET_LOGIN_RECHECK_SECONDS = 0
     client = await logged_in(alice)
     socket, _ = await open_socket(client, session.pk)
     await database_sync_to_async(client.session.delete)()

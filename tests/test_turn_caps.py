@@ -120,3 +120,24 @@ def test_a_running_turn_holds_a_slot_and_frees_it_when_done(alice, agent, settin
     assert results[0].status_code == 201
     assert not Lease.objects.filter(name__startswith=leases.USER_SLOT_PREFIX).exists()
     turn_module.do_send_message(session=second, content="Now?")
+
+
+def test_the_context_inspector_answers_429_past_the_users_cap_as_a_turn_would(
+    alice, session, settings
+):
+    """The inspector runs a turn's assembly, recall included: the same cap holds it."""
+    settings.TURN_CAP_PER_USER = 1
+    client = APIClient()
+    client.force_authenticate(alice)
+    url = f"/agents-api/sessions/{session.pk}/context"
+    assert client.get(url).status_code == 200
+    held = _hold(leases.USER_SLOT_PREFIX, alice.pk, 1)  # a turn of hers streams
+    try:
+        answer = client.get(url)
+        assert answer.status_code == 429
+        assert answer.json()["code"] == "busy"
+    finally:
+        for lease in held:
+            leases.release(lease)
+    assert client.get(url).status_code == 200
+    assert not Lease.objects.exists()  # the inspector gave its slots back

@@ -32,7 +32,11 @@ On the one-process servers, rows of ``--clients`` clients with short replies (8 
 and with long ones (60–150 words) measure CPU per turn (the server's processes, all
 threads, over the row); on the batched ones, a row of ``--load-clients`` clients with long
 replies measures turns per second, one process against two.
-Each client is its own user in a new session; all start at once and send ``--messages``
+Each client is its own user, made for its row (rows compare: no user brings the history of
+an earlier row), in a new session; the CPU rows are short replies and long ones for new
+users, and long ones for returning users (60 earlier messages that recall finds). Each row
+also reports the SQL statements and Redis commands the servers sent per turn (counted in
+the server processes: bench/counting.py). All clients start at once and send ``--messages``
 messages one after another, each after the previous ``turn.done``. The bench reports
 the medians over the repeats, the ratios to the baseline, and how much CPU the bench
 itself (clients and fake model, on the same cores) used, as a table and a last JSON line::
@@ -56,24 +60,19 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.chat_load.environment import ROOT, configure, tear_down
+from bench.chat_load.population import Client, Population, long_reply
 from bench.common import setup_django
+from bench.counting import process_totals
 
 RECEIVE_TIMEOUT = 60.0  # one event; a turn against a zero-latency model takes far less
 SERVER_START_TIMEOUT = 90.0
 SETTLE_SECONDS = 1.5  # after the exit-evaluation debounce, before the next row starts
+COUNTS_FLUSH_SECONDS = 0.6  # the servers write their SQL and Redis counts every 0.25 s
+RETURNING_HISTORY = 60  # earlier messages of a returning user (recall finds them)
 SHORT_REPLY = "Hello from the zero-latency fake model, streamed word by word."
-_SENTENCES = (
-    "Start with the simplest version that works and measure it before changing anything.",
-    "Keep the old setting around for a week, so you can compare both under real traffic.",
-    "If the numbers disagree with your intuition, trust the numbers and look for the cause.",
-    "Write down what you tried, including what failed; it saves the next person an afternoon.",
-    "A small, boring change shipped today beats a clever one that waits for next quarter.",
-    "When two options look equal, pick the one that is easier to undo.",
-)
 OLD_PATH = {"STREAM_BATCH_SECONDS": "0", "BENCH_CHANNELS_REDIS_LAYER": "1"}
 BATCHED = {"STREAM_BATCH_SECONDS": "0.1"}
 SERVERS = (  # label, worker processes, environment, rows: CPU and/or load
@@ -81,17 +80,6 @@ SERVERS = (  # label, worker processes, environment, rows: CPU and/or load
     ("1 proc, batched", 1, BATCHED, ("cpu", "load")),
     ("2 procs, batched", 2, BATCHED, ("load",)),
 )
-
-
-def long_reply(number: int) -> str:
-    """60–150 words, different from message to message."""
-    words: list[str] = []
-    target = 60 + (number * 37) % 91
-    index = number
-    while len(words) < target:
-        words += _SENTENCES[index % len(_SENTENCES)].split()
-        index += 1
-    return " ".join(words[:target])
 
 
 def respond(body: dict) -> tuple[str, None]:
@@ -111,59 +99,6 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@dataclass(frozen=True)
-class Client:
-    """One simulated user: their session and the cookie that logs them in."""
-
-    session_id: int
-    cookie: str
-
-
-class Population:
-    """The users (made once, each with a login cookie) and fresh sessions for every row."""
-
-    def __init__(self, *, users: int) -> None:
-        from django.conf import settings
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-        from django.test import Client as DjangoClient
-
-        from memory.models import Agent, Organization
-
-        call_command("migrate", verbosity=0)
-        organization = Organization.objects.create(name="Bench", slug="bench")
-        self.agent = Agent.objects.create(
-            organization=organization,
-            name="Bench",
-            soul="You are Bench, a patient assistant under load.",
-            skills="Answering quickly.",
-        )
-        self.users, self.cookies = [], []
-        for index in range(users):
-            user = get_user_model().objects.create_user(f"bench{index}", password=None)
-            organization.members.add(user)
-            browser = DjangoClient()
-            browser.force_login(user)
-            self.users.append(user)
-            cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
-            self.cookies.append(f"{settings.SESSION_COOKIE_NAME}={cookie}")
-
-    def clients(self, count: int) -> list[Client]:
-        from django.db import connections
-
-        from memory.models import Session
-
-        made = [
-            Client(
-                session_id=Session.objects.start(user=self.users[index], agent=self.agent).pk,
-                cookie=self.cookies[index],
-            )
-            for index in range(count)
-        ]
-        connections.close_all()
-        return made
-
-
 class Server:
     """driftless.multiserve in a subprocess (its own process group), serving the
     project's ASGI application on loopback with ``workers`` processes."""
@@ -173,6 +108,9 @@ class Server:
         self.workers = workers
         self.port = _free_port()
         self.log_path = Path(workdir, f"uvicorn-{self.port}.log")
+        self.counts_dir = Path(workdir, f"counts-{self.port}")
+        self.counts_dir.mkdir()
+        env = {**env, "BENCH_COUNTS_DIR": str(self.counts_dir)}
         self._log = self.log_path.open("wb")
         command = [
             sys.executable,
@@ -301,9 +239,13 @@ async def converse(socket, *, messages: int, tag: str, reply: str) -> list[float
     return latencies
 
 
-async def run_row(server: Server, clients: list[Client], *, messages: int, reply: str) -> dict:
+async def run_row(
+    server: Server, clients: list[Client], *, messages: int, reply: str, users: str
+) -> dict:
     sockets = await asyncio.gather(*(connect(server, client) for client in clients))
     try:
+        await asyncio.sleep(COUNTS_FLUSH_SECONDS)
+        sent = process_totals(str(server.counts_dir))
         server_cpu, own_cpu = server.cpu_seconds(), time.process_time()
         machine_cpu = machine_cpu_seconds()
         started = time.perf_counter()
@@ -317,6 +259,8 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         own_cpu = time.process_time() - own_cpu
         server_cpu = server.cpu_seconds() - server_cpu
         machine_cpu = machine_cpu_seconds() - machine_cpu
+        await asyncio.sleep(COUNTS_FLUSH_SECONDS)
+        now = process_totals(str(server.counts_dir))
     finally:
         await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
     latencies = sorted(latency for result in results for latency in result)
@@ -325,6 +269,7 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         "processes": server.workers,
         "clients": len(clients),
         "reply": reply,
+        "users": users,
         "turns": len(latencies),
         "seconds": elapsed,
         "turns_per_s": len(latencies) / elapsed,
@@ -333,6 +278,8 @@ async def run_row(server: Server, clients: list[Client], *, messages: int, reply
         # 100 % is one core busy: the most one Python process gets (the GIL).
         "server_cpu_pct": 100 * server_cpu / elapsed,
         "cpu_ms_per_turn": 1000 * server_cpu / len(latencies),
+        "sql_per_turn": (now["sql"] - sent["sql"]) / len(latencies),
+        "redis_per_turn": (now["redis"] - sent["redis"]) / len(latencies),
         "bench_cpu_pct": 100 * own_cpu / elapsed,
         # The rest of the machine: PostgreSQL, Redis, the kernel, anything else running.
         "other_cpu_pct": 100 * (machine_cpu - server_cpu - own_cpu) / elapsed,
@@ -354,7 +301,7 @@ def _percentile(ordered: list[float], percent: float) -> float:
 
 
 async def measure_server(
-    server: Server, population: Population, plan: list[tuple[int, str, int]], *, timeout: float
+    server: Server, population: Population, plan: list[tuple], *, timeout: float
 ) -> list[dict]:
     from memory.lib.spec import EXIT_DEBOUNCE_SECONDS
 
@@ -363,16 +310,19 @@ async def measure_server(
     await converse(socket, messages=2, tag="warm-up", reply="long")  # imports, pools, caches
     await socket.close()
     rows = []
-    for clients, reply, messages in plan:
+    for clients, reply, messages, history in plan:
         await asyncio.sleep(EXIT_DEBOUNCE_SECONDS + SETTLE_SECONDS)
-        row_clients = await asyncio.to_thread(population.clients, clients)
+        row_clients = await asyncio.to_thread(population.clients, clients, history=history)
+        users = "returning" if history else "new"
         row = await asyncio.wait_for(
-            run_row(server, row_clients, messages=messages, reply=reply), timeout=timeout
+            run_row(server, row_clients, messages=messages, reply=reply, users=users),
+            timeout=timeout,
         )
         rows.append(row)
         print(
-            f"  {server.label}: {clients} clients, {reply} replies: {row['turns']} turns in "
-            f"{row['seconds']:.1f} s, {row['cpu_ms_per_turn']:.1f} ms CPU/turn",
+            f"  {server.label}: {clients} {users} clients, {reply} replies: {row['turns']} "
+            f"turns in {row['seconds']:.1f} s, {row['cpu_ms_per_turn']:.1f} ms CPU/turn, "
+            f"{row['sql_per_turn']:.1f} SQL and {row['redis_per_turn']:.1f} Redis per turn",
             file=sys.stderr,
             flush=True,
         )
@@ -398,12 +348,7 @@ def main() -> int:
         parser.error("clients must be 1..500")
     if not 1 <= args.messages <= 100 or not 1 <= args.repeats <= 20:
         parser.error("messages must be 1..100 and repeats 1..20")
-    cpu_messages = max(args.messages, math.ceil(40 / args.clients))
-    plans = {
-        "cpu": [(args.clients, "short", cpu_messages), (args.clients, "long", cpu_messages)],
-        "load": [(args.load_clients, "long", args.messages)],
-    }
-
+    plans = _plans(args)
     env = configure(embedded=args.embedded)
     wanted = {part.strip() for part in args.rows.split(",")}
     if not wanted or not wanted <= {"cpu", "load"}:
@@ -418,6 +363,19 @@ def main() -> int:
     return _report(args, env, rows, time.perf_counter() - started, model_calls)
 
 
+def _plans(args) -> dict:
+    """The rows: (clients, reply, messages each, earlier messages of each user)."""
+    cpu_messages = max(args.messages, math.ceil(40 / args.clients))
+    return {
+        "cpu": [
+            (args.clients, "short", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, 0),
+            (args.clients, "long", cpu_messages, RETURNING_HISTORY),
+        ],
+        "load": [(args.load_clients, "long", args.messages, 0)],
+    }
+
+
 def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int]:
     """Every repeat of every server; returns the rows and the model calls made."""
     rows: list[dict] = []
@@ -427,7 +385,7 @@ def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int]:
         from tests.fake_openai import FakeOpenAI
 
         fake = FakeOpenAI(responder=respond)
-        population = Population(users=max(args.clients, args.load_clients) + 1)
+        population = Population()
         model_env = {
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "bench-key",
@@ -474,17 +432,25 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
         f"{model_calls} model calls; {os.cpu_count()} cores shared with the bench client)"
     )
     header = ("server", "clients", "reply", "turns/s", "p50 ms", "p95 ms", "server cpu")
-    header += ("cpu ms/turn", "bench cpu", "other cpu")
+    header += ("cpu ms/turn", "sql/turn", "redis/turn", "bench cpu", "other cpu")
     print("  ".join(f"{h:>18}" for h in header))
+    medians = _print_medians(rows)
+    return _finish(args, rows, medians)
+
+
+def _print_medians(rows: list[dict]) -> dict:
+    """One line per row kind (the medians over the repeats); returns the medians."""
     summary: dict[tuple[str, int, str], list[dict]] = {}
     for row in rows:
-        summary.setdefault((row["server"], row["clients"], row["reply"]), []).append(row)
+        reply = row["reply"] if row["users"] == "new" else f"{row['reply']}, returning"
+        summary.setdefault((row["server"], row["clients"], reply), []).append(row)
     medians = {}
     for key, group in summary.items():
         median = {
             name: statistics.median(row[name] for row in group)
             for name in ("turns_per_s", "p50_ms", "p95_ms", "server_cpu_pct")
-            + ("cpu_ms_per_turn", "bench_cpu_pct", "other_cpu_pct")
+            + ("cpu_ms_per_turn", "sql_per_turn", "redis_per_turn")
+            + ("bench_cpu_pct", "other_cpu_pct")
         }
         spread = [round(row["cpu_ms_per_turn"], 1) for row in group]
         medians[key] = median
@@ -497,14 +463,21 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
             f"{median['p95_ms']:.0f}",
             f"{median['server_cpu_pct']:.0f} %",
             f"{median['cpu_ms_per_turn']:.1f} {spread}",
+            f"{median['sql_per_turn']:.1f}",
+            f"{median['redis_per_turn']:.1f}",
             f"{median['bench_cpu_pct']:.0f} %",
             f"{median['other_cpu_pct']:.0f} %",
         )
         print("  ".join(f"{c!s:>18}" for c in cells))
+    return medians
 
-    def cpu(label: str, reply: str) -> float | None:
+
+def _finish(args, rows: list[dict], medians: dict) -> int:
+    """The ratios, the explanation and the last JSON line."""
+
+    def cpu(label: str, reply: str, name: str = "cpu_ms_per_turn") -> float | None:
         entry = medians.get((label, args.clients, reply))
-        return entry["cpu_ms_per_turn"] if entry else None
+        return round(entry[name], 2) if entry else None
 
     def rate(label: str) -> float | None:
         entry = medians.get((label, args.load_clients, "long"))
@@ -515,7 +488,19 @@ def _report(args, env, rows: list[dict], seconds: float, model_calls: int) -> in
         "bench": "chat_load",
         "cpu_ms_per_turn": {
             "per_token": {"short": cpu(base, "short"), "long": cpu(base, "long")},
-            "batched": {"short": cpu(batched, "short"), "long": cpu(batched, "long")},
+            "batched": {
+                "short": cpu(batched, "short"),
+                "long": cpu(batched, "long"),
+                "long_returning": cpu(batched, "long, returning"),
+            },
+        },
+        "sql_per_turn": {
+            "long": cpu(batched, "long", "sql_per_turn"),
+            "long_returning": cpu(batched, "long, returning", "sql_per_turn"),
+        },
+        "redis_per_turn": {
+            "long": cpu(batched, "long", "redis_per_turn"),
+            "long_returning": cpu(batched, "long, returning", "redis_per_turn"),
         },
         "short_ratio": _ratio(cpu(batched, "short"), cpu(base, "short")),
         "long_ratio": _ratio(cpu(batched, "long"), cpu(base, "long")),

@@ -14,3 +14,8 @@ if _prefix:
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = _prefix
     if os.environ.get("BENCH_CHANNELS_REDIS_LAYER"):  # the old path
         CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"
+
+if os.environ.get("BENCH_COUNTS_DIR"):  # SQL statements and Redis commands, for the bench
+    from bench.counting import install_process_counters
+
+    install_process_counters(os.environ["BENCH_COUNTS_DIR"])

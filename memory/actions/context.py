@@ -59,6 +59,7 @@ from memory.llm import get_chat_model
 from memory.llm.profiles import ModelProfile, configured_profile
 from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import render_fact_lines
+from memory.stores.leases import turn_slots
 from memory.stores.messages import usage_totals
 from memory.stores.notes import read_notes
 from memory.stores.persistent import (
@@ -233,10 +234,14 @@ def assemble_context(
 
 def inspect_context(*, session: Session) -> dict:
     """What the agent sees on its next turn, plus how well the provider cache has served
-    the session so far (the sum of cached over prompt tokens of its replies)."""
+    the session so far (the sum of cached over prompt tokens of its replies). It costs
+    what a turn's assembly costs, recall included, so it holds a turn's slots of the user
+    and the organization while it runs: past their caps, TurnCapReached (429)."""
     usage = usage_totals(session_id=session.pk)
+    with turn_slots(user_id=session.user_id, organization_id=session.organization_id):
+        stack = assemble_context(session=session)
     return {
-        **assemble_context(session=session).as_dict(),
+        **stack.as_dict(),
         "cache": {
             "prompt_tokens": usage["prompt_tokens"],
             "cached_tokens": usage["cached_tokens"],

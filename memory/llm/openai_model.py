@@ -5,6 +5,7 @@ the seam sees the ``openai`` package, its exceptions or its response types."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -188,12 +189,15 @@ class OpenAIChatModel:
         assembly = _StreamAssembly(model=self.name)
         guard = _IdleGuard(self._timeouts.idle)
         try:
+            # The SDK makes the request and answers its errors; the stream's events are read
+            # here as plain JSON (no typed object built per chunk: that was the cost).
             with (
                 self._translated_errors(guard),
-                self._client.chat.completions.create(**request) as chunks,
+                self._client.chat.completions.with_streaming_response.create(**request) as raw,
             ):
-                for chunk in chunks:
-                    guard.watch(chunks.response)
+                response = raw.http_response
+                for chunk in _sse_chunks(response):
+                    guard.watch(response)
                     delta = assembly.add(chunk)
                     if delta:
                         guard.pause()  # the caller's time with the delta is not the stream's
@@ -313,6 +317,45 @@ def _break_connection(response: Any) -> None:
         pass  # already closed: the read has returned
 
 
+def _sse_chunks(response: Any) -> Iterator[dict]:
+    """The JSON objects of a server-sent-events stream, until ``[DONE]``; an error event
+    raises as the SDK's stream would (openai.APIError with the provider's body)."""
+    data: list[str] = []
+    for line in _lines(response):
+        if line:
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            continue  # event:, id:, retry: and comments carry nothing we read
+        if not data:
+            continue
+        text, data = "\n".join(data), []
+        if text.startswith("[DONE]"):
+            return
+        chunk = json.loads(text)  # ValueError: an unreadable response
+        if isinstance(chunk, dict) and chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            if not isinstance(message, str) or not message:
+                message = "An error occurred during streaming"
+            raise openai.APIError(message=message, request=response.request, body=error)
+        if isinstance(chunk, dict):
+            yield chunk
+
+
+def _lines(response: Any) -> Iterator[str]:
+    """The stream's lines; a transport failure while reading (a socket the idle guard
+    shut, a peer gone) as the SDK's connection error."""
+    lines = response.iter_lines()
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except Exception as err:
+            raise openai.APIConnectionError(request=response.request) from err
+        yield line
+
+
 class _StreamAssembly:
     """Accumulates streamed chunks into the final Completion.
 
@@ -330,31 +373,35 @@ class _StreamAssembly:
         self._reasoning = ReasoningFilter()
         self.tail = ""  # what the filter released only at the end
 
-    def add(self, chunk: Any) -> str:
-        """Take in one chunk and return its text delta ("" when it carries none)."""
-        self._model = chunk.model or self._model
-        if chunk.usage is not None:
-            self._usage = _usage(chunk.usage)
+    def add(self, chunk: dict) -> str:
+        """Take in one chunk (its JSON) and return its text delta ("" when it carries
+        none)."""
+        self._model = chunk.get("model") or self._model
+        if chunk.get("usage"):
+            self._usage = _usage(chunk["usage"])
         text = ""
-        for choice in chunk.choices:
-            self._finished = self._finished or choice.finish_reason is not None
-            delta = choice.delta
-            if delta is None:
+        for choice in chunk.get("choices") or ():
+            self._finished = self._finished or choice.get("finish_reason") is not None
+            delta = choice.get("delta")
+            if not delta:
                 continue
-            for fragment in delta.tool_calls or ():
+            for fragment in delta.get("tool_calls") or ():
                 self._add_tool_call_fragment(fragment)
-            if delta.content:
-                text += self._reasoning.feed(storable_text(delta.content))
+            content = delta.get("content")
+            if content and isinstance(content, str):
+                text += self._reasoning.feed(storable_text(content))
         self._content.append(text)
         return text
 
-    def _add_tool_call_fragment(self, fragment: Any) -> None:
-        call = self._calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": []})
-        call["id"] = fragment.id or call["id"]
-        if fragment.function is not None:
-            call["name"] = fragment.function.name or call["name"]
-            if fragment.function.arguments:
-                call["arguments"].append(fragment.function.arguments)
+    def _add_tool_call_fragment(self, fragment: dict) -> None:
+        index = fragment.get("index") or 0
+        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        call["id"] = _text(fragment.get("id")) or call["id"]
+        function = fragment.get("function")
+        if isinstance(function, dict):
+            call["name"] = _text(function.get("name")) or call["name"]
+            if function.get("arguments"):
+                call["arguments"].append(_text(function["arguments"]))
 
     def completion(self) -> Completion:
         """Return the assembled answer; a stream that ended without a finish reason was cut."""
@@ -378,13 +425,17 @@ class _StreamAssembly:
         )
 
 
-def _usage(usage: Any) -> Usage:
-    details = usage.prompt_tokens_details
-    cached = (details.cached_tokens if details is not None else None) or 0
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _usage(usage: dict) -> Usage:
+    details = usage.get("prompt_tokens_details")
+    cached = (details.get("cached_tokens") if isinstance(details, dict) else None) or 0
     return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
+        prompt_tokens=usage.get("prompt_tokens") or 0,
         cached_tokens=cached,
-        completion_tokens=usage.completion_tokens or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
     )
 
 

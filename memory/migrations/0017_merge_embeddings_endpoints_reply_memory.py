@@ -9,6 +9,7 @@ class Migration(migrations.Migration):
         ('memory', '0016_embeddings'),
         ('memory', '0016_model_endpoints'),
         ('memory', '0016_reply_memory_versions_preferences'),
+        ('memory', '0016_message_recall_scope'),
     ]
 
     operations = [

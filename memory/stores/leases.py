@@ -50,10 +50,35 @@ class Held:
     took_over: bool  # the previous holder died without releasing it
 
 
+# PostgreSQL takes a lease in one statement: inserted when free, taken over when expired
+# (the row's xmax says which), nothing when a live holder has it.
+_TAKE_SQL = """
+INSERT INTO memory_lease AS l (name, holder, acquired_at, expires_at)
+SELECT unnest(%s::varchar[]), %s, %s, %s
+ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+    acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= EXCLUDED.acquired_at
+RETURNING l.name, l.xmax <> 0
+"""
+
+
+def _one_statement() -> bool:
+    return connections["default"].vendor == "postgresql"
+
+
 def acquire(name: str) -> Held:
     """Take the lease ``name`` or raise :class:`LeaseBusy`; renewed until released."""
     token, now = uuid.uuid4().hex, timezone.now()
     expires = now + timedelta(seconds=LEASE_SECONDS)
+    if _one_statement():
+        with connections["default"].cursor() as cursor:
+            cursor.execute(_TAKE_SQL, [[name], token, now, expires])
+            row = cursor.fetchone()
+        if row is None:
+            raise LeaseBusy(name)
+        held = Held(name, token, bool(row[1]))
+        _renewer.add(held)
+        return held
     with transaction.atomic():
         took_over = (
             Lease.objects.filter(name=name, expires_at__lte=now).update(
@@ -76,7 +101,17 @@ def acquire(name: str) -> Held:
 
 def release(held: Held) -> None:
     _renewer.discard(held)
-    Lease.objects.filter(name=held.name, holder=held.token).delete()
+    _delete([held.name], held.token)
+
+
+def _delete(names: list[str], token: str) -> None:
+    """Delete the holder's leases ``names``: one statement, no transaction around it (a
+    queryset's delete would add BEGIN and COMMIT)."""
+    marks = ", ".join(["%s"] * len(names))
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM memory_lease WHERE name IN ({marks}) AND holder = %s", [*names, token]
+        )
 
 
 @contextmanager
@@ -241,8 +276,16 @@ class TurnCapReached(Conflict):
 def turn_slots(*, user_id: int, organization_id: int) -> Iterator[None]:
     """A slot of the user's ``TURN_CAP_PER_USER`` and of the organization's
     ``TURN_CAP_PER_ORGANIZATION``, held while one turn runs (leases, so a dead process's
-    slots free themselves). :class:`TurnCapReached` when either has none free."""
+    slots free themselves). :class:`TurnCapReached` when either has none free. On
+    PostgreSQL both are taken in one statement and given back in one."""
     user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
+    if _one_statement():
+        slots = _take_slots(user_id=user_id, organization_id=organization_id)
+        try:
+            yield
+        finally:
+            _release_all(slots)
+        return
     user_slot = _free_slot(f"{USER_SLOT_PREFIX}{user_id}:", user_cap)
     if user_slot is None:
         raise TurnCapReached("You already have", user_cap)
@@ -256,6 +299,73 @@ def turn_slots(*, user_id: int, organization_id: int) -> Iterator[None]:
             release(org_slot)
     finally:
         release(user_slot)
+
+
+# Both slots in one statement: a free (or expired) slot of each, picked at random among the
+# free ones by their names (point lookups of the primary key, no range of rows that every
+# turn of an organization reads), taken only when both are there.
+_SLOTS_SQL = """
+WITH free_user AS MATERIALIZED (
+    SELECT %(user)s || n AS name FROM generate_series(0, %(user_cap)s - 1) AS n
+    WHERE NOT EXISTS (SELECT 1 FROM memory_lease AS l
+        WHERE l.name = %(user)s || n AND l.expires_at > %(now)s)
+    ORDER BY random() LIMIT 1),
+free_org AS MATERIALIZED (
+    SELECT %(org)s || n AS name FROM generate_series(0, %(org_cap)s - 1) AS n
+    WHERE NOT EXISTS (SELECT 1 FROM memory_lease AS l
+        WHERE l.name = %(org)s || n AND l.expires_at > %(now)s)
+    ORDER BY random() LIMIT 1),
+taken AS (
+    INSERT INTO memory_lease AS l (name, holder, acquired_at, expires_at)
+    SELECT name, %(token)s, %(now)s, %(expires)s
+    FROM (SELECT name FROM free_user UNION ALL SELECT name FROM free_org) AS wanted
+    WHERE EXISTS (SELECT 1 FROM free_user) AND EXISTS (SELECT 1 FROM free_org)
+    ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+        acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+    WHERE l.expires_at <= EXCLUDED.acquired_at
+    RETURNING l.name)
+SELECT EXISTS (SELECT 1 FROM free_user), EXISTS (SELECT 1 FROM free_org),
+    ARRAY(SELECT name FROM taken)
+"""
+SLOT_TRIES = 5  # a slot taken between the look and the insert: another one
+
+
+def _take_slots(*, user_id: int, organization_id: int) -> list[Held]:
+    user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
+    for _ in range(SLOT_TRIES):
+        token, now = uuid.uuid4().hex, timezone.now()
+        params = {
+            "user": f"{USER_SLOT_PREFIX}{user_id}:",
+            "org": f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:",
+            "user_cap": user_cap,
+            "org_cap": org_cap,
+            "token": token,
+            "now": now,
+            "expires": now + timedelta(seconds=LEASE_SECONDS),
+        }
+        with connections["default"].cursor() as cursor:
+            cursor.execute(_SLOTS_SQL, params)
+            user_free, org_free, names = cursor.fetchone()
+        if not user_free:
+            raise TurnCapReached("You already have", user_cap)
+        if not org_free:
+            raise TurnCapReached("Your organization already has", org_cap)
+        slots = [Held(name, token, False) for name in names]
+        if len(slots) == 2:
+            for held in slots:
+                _renewer.add(held)
+            return slots
+        _release_all(slots)  # one of the two went to another turn meanwhile: try again
+    raise TurnCapReached("You already have", user_cap)
+
+
+def _release_all(slots: list[Held]) -> None:
+    """Give back leases of one holder in one statement."""
+    if not slots:
+        return
+    for held in slots:
+        _renewer.discard(held)
+    _delete([held.name for held in slots], slots[0].token)
 
 
 def _free_slot(prefix: str, cap: int) -> Held | None:

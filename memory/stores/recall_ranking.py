@@ -37,13 +37,15 @@ from datetime import datetime
 from typing import Literal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, Q
 from django.utils import timezone
 
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
-from memory.models import Message, Notes, Session, Topic
+from memory.models import Message, Notes, Organization, Session, Topic
+from memory.stores.recall_query import scoped_messages, time_limited_recall
 from memory.stores.recall_vectors import fuse, vector_messages
 from memory.stores.search import (
     _WORD,
@@ -58,6 +60,7 @@ from memory.text.stats import ENGLISH_STOPWORDS, language_of, stem, stopwords
 RECALL_DEFAULT_HITS = 5
 RECALL_MAX_HITS = 10
 RECALL_CANDIDATES = 60  # per kind, from the index, before ranking
+TOPICS_SEARCHED = 300  # the scope's newest topics (and their notes) a recall reads
 RECALL_MAX_TERMS = 12  # a query's content words searched for (stopwords never count)
 RECALL_SNIPPET_CHARS = 300
 RECALL_READ_AROUND = 4  # conversation messages before and after a message read by id
@@ -130,8 +133,17 @@ def _stem_prefix(word: str, language: str) -> str:
 
 
 def recall_sessions(*, session: Session):
-    """The sessions recall may read for ``session``: its scope's, while its user may."""
-    return Session.objects.owned_by(session.user).in_scope(
+    """The sessions recall may read for ``session``: its scope's, while its user may
+    (``Session.objects.owned_by``'s rule, said with the ids the session holds: no query
+    for the user)."""
+    user_id, organization_id = session.user_id, session.organization_id
+    # Checked once, not per session (the planner runs an uncorrelated EXISTS one time).
+    member = Organization.members.through.objects.filter(
+        organization_id=organization_id, user_id=user_id
+    )
+    active = get_user_model().objects.filter(pk=user_id, is_active=True)
+    mine = Session.objects.filter(Exists(member), Exists(active))
+    return mine.in_scope(
         agent_id=session.agent_id, user_id=session.user_id, organization_id=session.organization_id
     )
 
@@ -162,21 +174,49 @@ def search_past_chats(
     messages = Message.objects.filter(topic__in=topics)
     if not replies:
         messages = messages.filter(role=Message.Role.USER)
-    rank = bm25_messages if messages_first else indexed_messages
-    found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
-    by_meaning: set[int] = set()
-    if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
-        nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
-        by_meaning = {message.pk for message, _ in nearest}
-        found = fuse(found, [message for message, _ in nearest])
-    candidates = [("message", message, message.content) for message in found]
-    candidates += _topic_candidates(topics, terms)
-    candidates += _notes_candidates(topics, terms)
+    with time_limited_recall():
+        if connection.vendor == "postgresql":  # bounded by the scope: one statement
+            found = scoped_messages(
+                sessions=sessions,
+                user_id=session.user_id,
+                terms=terms,
+                exclude_topic_id=exclude_topic_id,
+                replies=replies,
+            )
+            if live_only:
+                found = [message for message in found if not message.topic.deprecated]
+            if messages_first:
+                found = bm25_ranked(found, terms=terms, limit=RECALL_CANDIDATES)
+        else:
+            rank = bm25_messages if messages_first else indexed_messages
+            found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
+        by_meaning: set[int] = set()
+        if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
+            nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
+            by_meaning = {message.pk for message, _ in nearest}
+            found = fuse(found, [message for message, _ in nearest])
+        candidates = [("message", message, message.content) for message in found]
+        # The scope's newest topics only, and their notes: bounded, whatever the history
+        # (an older topic's messages are still found, through the messages' index).
+        newest = _newest_topics(sessions, exclude_topic_id)
+        if live_only:
+            newest = newest.exclude(deprecated=True)
+        candidates += _topic_candidates(newest, terms)
+        candidates += _notes_candidates(newest, terms)
     hits = _ranked_hits(candidates, terms, keep=by_meaning)
     if messages_first:  # a stable sort: the topics and notes keep their order, after them
         position = {message.pk: index for index, message in enumerate(found)}
         hits.sort(key=lambda hit: position.get(hit.message_id, len(position)))
     return hits[:limit]
+
+
+def _newest_topics(sessions, exclude_topic_id: int | None):
+    """The scope's newest ``TOPICS_SEARCHED`` topics, from its newest sessions."""
+    recent = sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
+    topics = Topic.objects.filter(session__in=recent)
+    if exclude_topic_id is not None:
+        topics = topics.exclude(pk=exclude_topic_id)
+    return Topic.objects.filter(pk__in=topics.order_by("-pk").values("pk")[:TOPICS_SEARCHED])
 
 
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
@@ -211,7 +251,25 @@ def bm25_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
         weight[_fold_accents(term)] = math.log(1 + (total - count + 0.5) / (count + 0.5))
         ids.update(dict.fromkeys(matching[:limit]))
     found = Message.objects.select_related("topic", "session").in_bulk(list(ids))
-    words = {pk: _folded_words(message.content) for pk, message in found.items()}
+    return _bm25_order(found, weight, limit=limit)
+
+
+def bm25_ranked(found: list[Message], *, terms: list[str], limit: int) -> list[Message]:
+    """``found`` (recall's candidates, memory/stores/recall_query.py) best first by BM25,
+    each term's rarity read among them: no count over the scope."""
+    by_pk = {message.pk: message for message in found}
+    words = {pk: _folded_words(message.content) for pk, message in by_pk.items()}
+    total = len(by_pk)
+    weight = {}
+    for term in map(_fold_accents, terms):
+        count = sum(any(word.startswith(term) for word in w) for w in words.values())
+        weight[term] = math.log(1 + (total - count + 0.5) / (count + 0.5))
+    return _bm25_order(by_pk, weight, limit=limit, words=words)
+
+
+def _bm25_order(found: dict, weight: dict[str, float], *, limit: int, words=None) -> list:
+    if words is None:
+        words = {pk: _folded_words(message.content) for pk, message in found.items()}
     average = sum(map(len, words.values())) / max(1, len(words)) or 1.0
 
     def score(pk: int) -> float:
@@ -238,6 +296,11 @@ def _matching_ids(rows, vector, sqlite_table: str, terms: list[str], limit: int)
 
 
 def _topic_candidates(topics, terms: list[str]):
+    if connection.vendor == "postgresql":  # with their sessions, in one statement
+        found = _postgres.matching_rows(
+            topics.select_related("session"), TOPIC_VECTOR, terms=terms, limit=RECALL_CANDIDATES
+        )
+        return [("topic", topic, f"{topic.title}\n{topic.summary}") for topic in found]
     ids = _matching_ids(topics, TOPIC_VECTOR, "memory_topic_search", terms, RECALL_CANDIDATES)
     found = Topic.objects.select_related("session").in_bulk(ids)
     return [
@@ -246,7 +309,8 @@ def _topic_candidates(topics, terms: list[str]):
 
 
 def _notes_candidates(topics, terms: list[str]):
-    """Notes have no index: the scope's few documents are matched word by word, any term."""
+    """Notes have no index: the few documents of ``topics`` are matched word by word, any
+    term."""
     matches = Q()
     for term in terms:
         matches |= Q(content__icontains=term)
@@ -286,7 +350,7 @@ def _ranked_hits(candidates, terms: list[str], keep: set[int] = frozenset()) -> 
 
 def _hit(kind: RecallKind, row, text: str, terms: list[str], score: float) -> RecallHit:
     topic = row if kind == "topic" else row.topic
-    session = topic.session
+    session = row.session if kind == "message" else topic.session  # each loaded with its row
     if kind == "topic":
         text = topic.summary or topic.title
     return RecallHit(

@@ -260,19 +260,25 @@ class _postgres:
         )
         return [_message_hit(message, message.headline) for message in rows]
 
-    @staticmethod
-    def matching_ids(rows, vector, *, terms: list[str], limit: int) -> list[int]:
+    @classmethod
+    def matching_ids(cls, rows, vector, *, terms: list[str], limit: int) -> list[int]:
         """The ids of the rows whose ``vector`` matches any of ``terms`` (prefixes), best
         first: the candidates recall ranks itself."""
+        return list(
+            cls.matching_rows(rows, vector, terms=terms, limit=limit).values_list("pk", flat=True)
+        )
+
+    @staticmethod
+    def matching_rows(rows, vector, *, terms: list[str], limit: int):
+        """The rows whose ``vector`` matches any of ``terms`` (prefixes), best first."""
         query = SearchQuery(
             " | ".join(f"{term}:*" for term in terms), config=PG_CONFIG, search_type="raw"
         )
-        return list(
+        return (
             rows.annotate(document=vector)
             .filter(document=query)
             .annotate(rank=SearchRank(vector, query))
-            .order_by("-rank", "-pk")
-            .values_list("pk", flat=True)[:limit]
+            .order_by("-rank", "-pk")[:limit]
         )
 
     @staticmethod

@@ -1,0 +1,113 @@
+"""Counting what a bench's turns send: SQL statements and Redis commands.
+
+``Counted`` counts in this process (Django's connections and redis-py's, the commands of a
+pipeline one by one); ``install_process_counters`` does it inside a server process and
+writes the totals, every ``interval`` seconds, to a file of that process in a directory
+the bench reads (``process_totals``), so a bench that drives real servers can say what a
+turn cost them."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+_totals = {"sql": 0, "redis": 0}
+_installed = False
+
+
+def _install(*, existing: bool = True) -> None:
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from django.db.backends.signals import connection_created
+    from redis.asyncio import connection as async_connection
+    from redis.connection import AbstractConnection
+
+    def sql(execute, statement, params, many, context):
+        _totals["sql"] += 1
+        return execute(statement, params, many, context)
+
+    def wrap(sender, connection, **kwargs):
+        if sql not in connection.execute_wrappers:
+            connection.execute_wrappers.append(sql)
+
+    connection_created.connect(wrap, weak=False)
+    if existing:  # not from a settings module: Django is not configured yet
+        from django.db import connections
+
+        for connection in connections.all(initialized_only=True):
+            wrap(None, connection)
+    # redis.asyncio packs every command through pack_command; redis-py's own connection
+    # packs a command in send_command and a pipeline's in pack_commands.
+    async_connection.AbstractConnection.pack_command = _counting(
+        async_connection.AbstractConnection.pack_command
+    )
+    AbstractConnection.send_command = _counting(AbstractConnection.send_command)
+    packed = AbstractConnection.pack_commands
+
+    def pack_commands(self, commands):
+        commands = list(commands)
+        _totals["redis"] += len(commands)
+        return packed(self, commands)
+
+    AbstractConnection.pack_commands = pack_commands
+
+
+def _counting(method):
+    def counted(self, *args, **kwargs):
+        _totals["redis"] += 1
+        return method(self, *args, **kwargs)
+
+    return counted
+
+
+def totals() -> dict[str, int]:
+    """SQL statements and Redis commands this process sent since the counters were on."""
+    _install()
+    return dict(_totals)
+
+
+class Counted:
+    """``with Counted() as counted: ...``, then ``counted.sql`` and ``counted.redis``."""
+
+    def __enter__(self) -> Counted:
+        self._start = totals()
+        self.sql = self.redis = 0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = totals()
+        self.sql = end["sql"] - self._start["sql"]
+        self.redis = end["redis"] - self._start["redis"]
+
+
+def install_process_counters(directory: str, interval: float = 0.25) -> None:
+    """In a server process (from its settings module): count, and keep
+    ``directory/counts-<pid>.json`` up to date."""
+    _install(existing=False)
+    path = Path(directory, f"counts-{os.getpid()}.json")
+
+    def dump() -> None:
+        partial = path.with_suffix(".part")
+        while True:  # whole files only: the bench may read at any moment
+            partial.write_text(json.dumps(_totals))
+            os.replace(partial, path)
+            threading.Event().wait(interval)
+
+    threading.Thread(target=dump, name="bench-counters", daemon=True).start()
+
+
+def process_totals(directory: str) -> dict[str, int]:
+    """The sum of every server process's totals in ``directory``."""
+    found = {"sql": 0, "redis": 0}
+    for path in Path(directory).glob("counts-*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for key in found:
+            found[key] += int(data.get(key, 0))
+    return found

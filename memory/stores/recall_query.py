@@ -1,0 +1,131 @@
+"""Recall's candidates on PostgreSQL, bounded by the scope, not the table: one statement.
+
+The messages of a recall come from one query (``scoped_messages``) that reads a window
+of the user's newest messages: up to ``RECALL_WINDOW`` from before the current topic
+began and as many since (two LIMITed ranges of the btree that starts with the user,
+migration 0016, so neither the current topic's length nor the table counts), keeps the
+scope's conversation messages among them, and takes for each term its newest
+``RECALL_PER_TERM`` matches there; a term with fewer (a rare word) is looked for further
+back through the GIN index that starts with the user too (``btree_gin``), stopping at as
+many. Each candidate comes with its topic and session in the same statement. No term is
+counted over the scope per turn: how rare a term is, recall reads among the candidates
+(``bm25_ranked`` in memory/stores/recall_ranking.py).
+
+The statement runs under ``RECALL_TIMEOUT_MS`` (``SET LOCAL statement_timeout``, in a
+transaction of its own): past it, ``RecallTooSlow`` (a ``SearchError``), which the
+context answers with no passages and the tool as a refused query; either way logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import OperationalError, connection, transaction
+from django.db.models.expressions import RawSQL
+
+from memory.lib.errors import InvalidInput
+from memory.models import Message
+from memory.stores.search import PG_CONFIG, SearchError
+
+logger = logging.getLogger(__name__)
+
+RECALL_WINDOW = 4_000  # the user's newest messages read first, before and since the topic
+RECALL_PER_TERM = 20  # candidates per term, newest first
+RECALL_TIMEOUT_MS = 300  # one recall's statements; past it, no passages (logged)
+
+_CONVERSATION = "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))"
+# The window: the user's newest messages from before the current topic began, and the
+# newest since then (another session's, in between): two ranges of the (user, id) btree,
+# each LIMITed, so neither the current topic's length nor the table's counts.
+_IDS_SQL = f"""
+WITH scope(id) AS MATERIALIZED ({{scope}}),
+terms AS MATERIALIZED (
+    SELECT to_tsquery('{PG_CONFIG}', term) AS q FROM unnest(%s::text[]) AS term),
+began AS MATERIALIZED (
+    SELECT coalesce((SELECT m.id FROM memory_message AS m WHERE m.topic_id = %s
+        ORDER BY m.topic_id DESC, m.seq ASC LIMIT 1), 9223372036854775807) AS id),
+newest AS MATERIALIZED (
+    (SELECT m.id, m.session_id, m.topic_id, m.role, m.tool_calls, m.search_vector
+        FROM memory_message AS m
+        WHERE m.recall_user_id = %s AND m.id > (SELECT id FROM began)
+        ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW})
+    UNION ALL
+    (SELECT m.id, m.session_id, m.topic_id, m.role, m.tool_calls, m.search_vector
+        FROM memory_message AS m
+        WHERE m.recall_user_id = %s AND m.id < (SELECT id FROM began)
+        ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW})),
+win AS MATERIALIZED (
+    SELECT m.id, m.search_vector FROM newest AS m
+    WHERE m.session_id IN (SELECT id FROM scope) AND m.topic_id <> %s AND {{roles}}),
+oldest AS MATERIALIZED (
+    SELECT coalesce(min(id), 0) AS id FROM newest WHERE id < (SELECT id FROM began))
+-- The window is read in the order it was written, newest first: a common word stops the
+-- scan at its first matches instead of being matched in every row of the window.
+SELECT c.id FROM terms AS t
+CROSS JOIN LATERAL (
+    (SELECT w.id FROM win AS w WHERE w.search_vector @@ t.q LIMIT {RECALL_PER_TERM})
+    UNION ALL
+    (SELECT m.id FROM memory_message AS m
+        WHERE m.recall_user_id = %s AND m.search_vector @@ t.q
+            AND m.id + 0 < (SELECT id FROM oldest)
+            AND m.session_id + 0 IN (SELECT id FROM scope) AND m.topic_id <> %s
+            AND {{roles}}
+        LIMIT {RECALL_PER_TERM})
+    LIMIT {RECALL_PER_TERM}) AS c
+"""
+
+
+class RecallTooSlow(SearchError):
+    """A recall ran past RECALL_TIMEOUT_MS and was stopped."""
+
+    code = "recall_too_slow"
+
+    def __init__(self) -> None:
+        InvalidInput.__init__(
+            self,
+            "recall took too long; try more specific words",
+            field="query",
+            code="recall_too_slow",
+        )
+
+
+@contextmanager
+def time_limited_recall() -> Iterator[None]:
+    """The statements inside run under RECALL_TIMEOUT_MS (PostgreSQL); past it,
+    RecallTooSlow, logged."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    outer = connection.in_atomic_block
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = {RECALL_TIMEOUT_MS}")
+            yield
+            if outer:  # the enclosing transaction goes on: its own timeout again
+                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+    except OperationalError as err:
+        if getattr(err.__cause__, "sqlstate", None) == "57014":  # query_canceled
+            logger.warning("recall stopped after %d ms: no passages", RECALL_TIMEOUT_MS)
+            raise RecallTooSlow() from err
+        raise
+
+
+def scoped_messages(
+    *, sessions, user_id: int, terms: list[str], exclude_topic_id: int | None, replies: bool
+) -> list[Message]:
+    """The candidate messages of a recall (see the module's docstring), with topic and
+    session, newest first: one statement."""
+    scope_sql, scope_params = sessions.values("pk").query.sql_with_params()
+    roles = _CONVERSATION if replies else "m.role = 'user'"
+    sql = _IDS_SQL.format(scope=scope_sql, roles=roles)
+    excluded = exclude_topic_id if exclude_topic_id is not None else 0
+    queries = [f"{term}:*" for term in terms]
+    params = [*scope_params, queries, excluded, user_id, user_id, excluded, user_id, excluded]
+    rows = (
+        Message.objects.filter(pk__in=RawSQL(sql, params))
+        .select_related("topic", "session")
+        .order_by("-pk")
+    )
+    return list(rows)
