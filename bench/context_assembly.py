@@ -304,10 +304,10 @@ def measure(session, *, repeat: int) -> dict:
 
 def store_vectors(session) -> None:
     """The vectors the drift check would have stored: the scope's latest topics' and the
-    messages of those recall by meaning reads (memory/stores/recall_vectors.py)."""
+    messages of those recall by meaning reads (memory/stores/recall/vectors.py)."""
     from memory.models import Message, Topic
-    from memory.stores.recall_ranking import recall_sessions
-    from memory.stores.recall_vectors import VECTOR_TOPICS
+    from memory.stores.recall.ranking import recall_sessions
+    from memory.stores.recall.vectors import VECTOR_TOPICS
     from memory.stores.vectors import message_vectors, topic_vectors
 
     topics = list(

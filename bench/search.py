@@ -190,7 +190,7 @@ def timed_recall(*, session, repeat: int) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory.stores.recall_ranking import RECALL_MAX_HITS, search_past_chats
+    from memory.stores.recall.ranking import RECALL_MAX_HITS, search_past_chats
     from memory.stores.search import SearchError
 
     active = session.active_topic()

@@ -291,7 +291,7 @@ SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
 # recall tool still sees it (a 1.5B model never did: docs/memory.md).
 RECALL_IN_CONTEXT = env_bool("RECALL_IN_CONTEXT", True)
 # Those passages are ranked by words (BM25) and by meaning (sentence vectors,
-# memory/stores/recall_vectors.py), fused; false ranks them by words alone.
+# memory/stores/recall/vectors.py), fused; false ranks them by words alone.
 RECALL_BY_MEANING = env_bool("RECALL_BY_MEANING", True)
 # Consolidation runs by itself after an evaluation once this many topics of the scope were
 # promoted since its last run, or once one was and the memory block drops entries for its

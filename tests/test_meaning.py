@@ -12,7 +12,7 @@ import pytest
 
 from memory.actions.context import assemble_context
 from memory.models import Message, Session, Topic
-from memory.stores.recall_ranking import search_past_chats
+from memory.stores.recall.ranking import search_past_chats
 from memory.stores.vectors import message_vectors, topic_vectors
 from memory.text import embeddings
 from memory.text.embeddings import embed, from_bytes, to_bytes, use_encoder

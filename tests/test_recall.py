@@ -13,14 +13,10 @@ import pytest
 from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
-from memory.actions.context import (
-    RECALL_HINT,
-    RECALLED_OUTRO,
-    RECALLED_TOKENS,
-    assemble_context,
-)
+from memory.actions.context import RECALL_HINT, assemble_context
 from memory.actions.deletion import do_delete_topic
 from memory.actions.evaluation import evaluate_session
+from memory.actions.recalled import RECALLED_OUTRO, RECALLED_TOKENS
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import BUILTIN_TOOL_NAMES, dispatch_tool_calls
 from memory.actions.turn import do_send_message
@@ -30,7 +26,7 @@ from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
 from memory.models import Agent, Message, Notes, Session, Topic
-from memory.stores.recall_ranking import (
+from memory.stores.recall.ranking import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
     RECALL_REPLY_CHARS,

@@ -27,7 +27,7 @@ same answer model:
 * ``full``: one call with every turn of every session in the system prompt, dated, the
   oldest turns cut past ``--full-max-tokens`` (approximate tokens: the model's context);
 * ``retrieval``: one call with the raw turns (user and assistant) the product's full-text
-  index ranks first for the question (memory/stores/recall_ranking.py's terms and index: BM25 on
+  index ranks first for the question (memory/stores/recall/ranking.py's terms and index: BM25 on
   SQLite, ``ts_rank`` on PostgreSQL), dated and in order, as many as fit the size of
   Driftless's largest request on that same question (approximate tokens, its tools'
   schemas included: the context it filled; a tool round re-sends that request plus the

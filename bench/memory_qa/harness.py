@@ -291,7 +291,7 @@ def retrieval_context(*, user, agent, question: Question, budget: int) -> tuple[
     ``budget`` approximate tokens for the whole request; and how many that is."""
     from memory.lib.tokens import estimate_tokens
     from memory.models import Message, Session
-    from memory.stores.recall_ranking import indexed_messages, recall_terms
+    from memory.stores.recall.ranking import indexed_messages, recall_terms
     from memory.stores.search import SearchError
 
     sessions = Session.objects.in_scope(

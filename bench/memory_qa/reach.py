@@ -17,7 +17,7 @@ assembled as a turn would send it (memory/actions/context.py). Three things are 
 * ``retrieval``: whether it is in the retrieval baseline's context at the same size;
 * ``by_words``: whether it is in the request with recall ranked by words alone (BM25,
   ``RECALL_BY_MEANING=false``), the baseline of the hybrid ranking (words and meaning,
-  memory/stores/recall_vectors.py), in the same run.
+  memory/stores/recall/vectors.py), in the same run.
 
 Questions of kind ``cross-language`` are asked in another language than the history's
 (bench/data/README.md): there words alone find little.
@@ -66,7 +66,8 @@ def reach_of_history(history, number: int, ledger, pending: list) -> list[dict]:
     """One row per answerable question: which of the three holds its answer."""
     from django.conf import settings
 
-    from memory.actions.context import RECALLED_TITLE, assemble_context
+    from memory.actions.context import assemble_context
+    from memory.actions.recalled import RECALLED_TITLE
     from memory.models import Message, Session
     from memory.stores.messages import store_message
 

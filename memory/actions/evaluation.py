@@ -131,7 +131,7 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
 
 def _store_topic_vectors(session_id: int) -> None:
     """Store the vectors of the session's topics whose title or summary changed (recall
-    reads them, memory/stores/recall_vectors.py); the messages' were stored by the
+    reads them, memory/stores/recall/vectors.py); the messages' were stored by the
     drift check."""
     topic_vectors(
         Topic.objects.filter(session_id=session_id).only(

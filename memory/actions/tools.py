@@ -11,7 +11,7 @@ still reach it (``Session.objects.owned_by``: a member of its organization, acti
 after access ended is refused and changes nothing. ``notes`` reaches the topics of the
 same session, ``manage_topic_memory`` the topics of the session's (agent, user,
 organization) scope (the memory blocks name them ``[#id]``), ``important_info`` the facts
-of that scope, ``recall`` the past chats of that scope (memory/stores/recall_ranking.py: the
+of that scope, ``recall`` the past chats of that scope (memory/stores/recall/ranking.py: the
 user's messages, topics in any memory state, archived notes; read-only). A topic or
 message id outside that reach gets the same refusal as an id that does not exist, so
 nothing about it leaks. Bad input (unknown tool, invalid JSON, a missing or wrong field)
@@ -46,7 +46,7 @@ from memory.stores.facts import (
 )
 from memory.stores.messages import store_message
 from memory.stores.notes import append_notes, read_latest_notes, replace_notes
-from memory.stores.recall_ranking import (
+from memory.stores.recall.ranking import (
     RECALL_DEFAULT_HITS,
     RECALL_MAX_HITS,
     read_past_chat,

@@ -79,3 +79,9 @@ def quoted_block(text: str) -> str:
     """Stored text as a quoted block: every line behind ``QUOTE_MARK``."""
     lines = text.strip().splitlines()
     return "\n".join(f"{QUOTE_MARK}{line}".rstrip() for line in lines)
+
+
+def section(title: str, body: str) -> str:
+    """A section of the prompt: a ``##`` heading and its body; nothing when the body is
+    empty. Only the assembler opens sections: stored text is quoted inside them."""
+    return f"## {title}\n{body}" if body else ""

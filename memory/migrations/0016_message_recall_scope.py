@@ -1,4 +1,4 @@
-"""Recall bounded by the scope, not the table (memory/stores/recall_query.py): each message
+"""Recall bounded by the scope, not the table (memory/stores/recall/query.py): each message
 keeps its session's user (``recall_user_id``, set by a trigger, so every way a message is
 written keeps it), and two indexes start with it: a btree (user, id), the user's newest
 messages in one range, and a GIN (user, search_vector) through ``btree_gin``, a word's

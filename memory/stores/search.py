@@ -2,7 +2,7 @@
 
 One entry point, ``search_memory``, answers "what did we decide about the database?"
 across every session the user may still see (``Session.objects.owned_by``). The agent's
-``recall`` tool searches the same indexes through memory/stores/recall_ranking.py. The full-text
+``recall`` tool searches the same indexes through memory/stores/recall/ranking.py. The full-text
 engine is the database's own: PostgreSQL's text search (a stored, GIN-indexed tsvector
 for messages and a GIN expression index for topics, the ``simple`` configuration so every
 language is matched word for word; the newest matches ranked, snippets for the returned

@@ -1,7 +1,7 @@
 """Sentence embeddings: text in, unit vectors out, in every language people chat in.
 
 One public seam, :func:`embed` (texts -> a float32 array, one L2-normalised row per
-text), for drift (memory/drift/), recall (memory/stores/recall_ranking.py) and anything
+text), for drift (memory/drift/), recall (memory/stores/recall/ranking.py) and anything
 else that must compare meanings rather than words. Two encoders:
 
 * ``use`` (the default): Google's multilingual Universal Sentence Encoder v3 (16

@@ -1,5 +1,5 @@
 """Text statistics, in the languages people chat in: the words of the lexical drift
-detectors (memory/drift/), of recall's ranking (memory/stores/recall_ranking.py) and of
+detectors (memory/drift/), of recall's ranking (memory/stores/recall/ranking.py) and of
 consolidation's subjects (memory/actions/consolidation/).
 
 Drift detection runs after the message-send path, on every evaluation, so everything

@@ -45,8 +45,8 @@ from django.utils import timezone
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
 from memory.models import Message, Notes, Organization, Session, Topic
-from memory.stores.recall_query import scoped_messages, time_limited_recall
-from memory.stores.recall_vectors import fuse, vector_messages
+from memory.stores.recall.query import scoped_messages, time_limited_recall
+from memory.stores.recall.vectors import fuse, vector_messages
 from memory.stores.search import (
     _WORD,
     MESSAGE_VECTOR,
@@ -255,7 +255,7 @@ def bm25_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
 
 
 def bm25_ranked(found: list[Message], *, terms: list[str], limit: int) -> list[Message]:
-    """``found`` (recall's candidates, memory/stores/recall_query.py) best first by BM25,
+    """``found`` (recall's candidates, memory/stores/recall/query.py) best first by BM25,
     each term's rarity read among them: no count over the scope."""
     by_pk = {message.pk: message for message in found}
     words = {pk: _folded_words(message.content) for pk, message in by_pk.items()}

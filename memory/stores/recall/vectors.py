@@ -1,5 +1,5 @@
 """Recall by meaning: the scope's messages nearest the query in sentence vectors, fused
-with the BM25 ranking (memory/stores/recall_ranking.py) by reciprocal rank fusion.
+with the BM25 ranking (memory/stores/recall/ranking.py) by reciprocal rank fusion.
 
 BM25 finds passages that share the query's words; a question in French shares none with
 the German passage that answers it, nor "Quelle marque est mon piano ?" with "the Yamaha
