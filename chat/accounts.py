@@ -34,7 +34,7 @@ from django.dispatch import receiver
 from django.utils.crypto import constant_time_compare
 from rest_framework.authtoken.models import Token
 
-from memory.events import group_send
+from memory.infra.channels import group_send
 from memory.models import Organization
 
 logger = logging.getLogger(__name__)

@@ -44,12 +44,8 @@ from memory.actions.turn import (
     do_send_message,
     do_stop_turn,
 )
-from memory.events import (
-    channel_layer_answered,
-    error_event,
-    missed_deliveries,
-    session_group,
-)
+from memory.events import error_event
+from memory.infra.channels import channel_layer_answered, missed_deliveries, session_group
 from memory.lib.errors import Refused, log_error, public_failure
 from memory.models import Session
 

@@ -7,7 +7,7 @@ from channels.layers import InMemoryChannelLayer
 from django.conf import settings
 from django.core.cache import cache
 
-from memory.events import forget_missed
+from memory.infra.channels import forget_missed
 from memory.infra.outage import broker_breaker, channel_breaker
 from memory.models import Agent, Organization, Session
 from tests.event_shapes import event_problems

@@ -17,7 +17,7 @@ from channels_redis import core
 from django.conf import settings
 
 from driftless.channel_layer import _TAKE_WAITING
-from memory.events import group_send
+from memory.infra.channels import group_send
 
 pytestmark = pytest.mark.redis
 

@@ -210,6 +210,31 @@ def assemble_context(
         working_memory=working_memory.strip(),
     )
 
+    messages = _request_messages(
+        (stable, semi_stable, volatile), window, recalled=recalled, working_memory=working_memory
+    )
+    return ContextStack(
+        layers=(stable, semi_stable, volatile),
+        messages=messages,
+        tools=tools,
+        dropped=tuple(entry.title for entry in memory.dropped),
+        window=span,
+        dropped_earlier_topics=prior_dropped,
+        shape=shape,
+        carried=tuple(carried),
+    )
+
+
+def _request_messages(
+    layers: tuple[ContextLayer, ContextLayer, ContextLayer],
+    window: list[dict],
+    *,
+    recalled: str,
+    working_memory: str,
+) -> list[dict]:
+    """The request's messages in cache order: the prefixes, the day, the window with the
+    recalled passages right before the user's latest message, the working memory."""
+    stable, semi_stable, volatile = layers
     messages = [{"role": "system", "content": stable.text}]
     if semi_stable.text:
         messages.append({"role": "system", "content": semi_stable.text})
@@ -221,16 +246,7 @@ def assemble_context(
         messages.insert(_latest_user_index(messages), {"role": "system", "content": recalled})
     if working_memory.strip():
         messages.append({"role": "system", "content": working_memory.strip()})
-    return ContextStack(
-        layers=(stable, semi_stable, volatile),
-        messages=messages,
-        tools=tools,
-        dropped=tuple(entry.title for entry in memory.dropped),
-        window=span,
-        dropped_earlier_topics=prior_dropped,
-        shape=shape,
-        carried=tuple(carried),
-    )
+    return messages
 
 
 def inspect_context(*, session: Session) -> dict:
