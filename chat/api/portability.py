@@ -27,6 +27,7 @@ from rest_framework.utils import json
 
 from memory.actions.portability import (
     IMPORT_JSON_DEPTH,
+    check_memory_document,
     export_header,
     export_memory,
     import_memory,
@@ -42,6 +43,15 @@ _NOT_FOUND = OpenApiResponse(description="Not one of your agents.")
 
 class ImportReportSerializer(serializers.Serializer):
     facts = serializers.IntegerField(help_text="Facts in the document (merged by key).")
+    facts_added = serializers.ListField(child=serializers.CharField(), help_text="Keys new here.")
+    facts_changed = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys the document changed: it was exported after their last setting.",
+    )
+    facts_skipped = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys left as they are: set here after the document was exported.",
+    )
     sessions_created = serializers.IntegerField()
     topics_created = serializers.IntegerField()
     topics_updated = serializers.IntegerField()
@@ -133,7 +143,12 @@ class LimitedJSONParser(BaseParser):
 @api_view(["POST"])
 @parser_classes([LimitedJSONParser])
 def import_view(request: Request) -> Response:
+    """``?check=1``: only check the document (the page's preview), refused as the import
+    would refuse it; nothing is changed."""
     agent = _agent(request)
+    if request.query_params.get("check") == "1":
+        check_memory_document(request.data)
+        return Response({"ok": True}, status=status.HTTP_200_OK)
     report = import_memory(user=request.user, agent=agent, document=request.data)
     return Response(asdict(report), status=status.HTTP_200_OK)
 
