@@ -3,7 +3,9 @@
 import json
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 
 from memory.actions.portability import ImportRefused, export_memory, import_memory
 from memory.models import Agent, FactActor, ImportantInfo, Message, Session, Topic
@@ -295,7 +297,9 @@ def test_a_streamed_export_reads_the_sessions_a_few_at_a_time(client, alice, age
     client.force_login(alice)
     response = client.get("/agents-api/memory/export", {"agent": agent.pk, "sessions": "true"})
     chunks = list(response.streaming_content)
-    assert len(chunks) == 5 + 2  # the head, one chunk a session, the end
+    # The head and the end; a session's head and end, its topic's head and end and each
+    # message apart (memory/actions/export_text.py): nothing is held whole.
+    assert len(chunks) == 2 + 5 * 5
     document = json.loads(b"".join(chunks))
     assert undated(document) == undated(
         export_memory(user=alice, agent=agent, include_sessions=True)
@@ -362,3 +366,34 @@ def test_the_preview_check_refuses_a_wrong_shaped_document_and_changes_nothing(
     good = {"format": "driftless.memory", "version": 1, "facts": {"bike": "gravel"}}
     assert _import(as_alice, agent, good, check=1).json() == {"ok": True}
     assert read_facts(user=alice, agent=agent) == {}
+
+
+# Issue 45, item 8: the page's export is streamed as it is read, and throttled.
+
+
+@pytest.mark.parametrize("whole", ["true", "false"])
+def test_the_pages_export_is_streamed_and_the_same_document(
+    client, alice, agent, remembered, whole
+):
+    client.force_login(alice)
+    response = client.get("/data/export", {"agent": agent.pk, "sessions": whole})
+    assert response.status_code == 200 and response.streaming
+    document = json.loads(b"".join(response.streaming_content))
+    expected = export_memory(user=alice, agent=agent, include_sessions=whole == "true")
+    assert undated(document) == undated(expected)
+
+
+@override_settings(
+    REST_FRAMEWORK={
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"anon": "60/minute", "user": "600/minute", "export": "3/minute"},
+    }
+)
+def test_exports_are_throttled_on_the_page_and_the_api(client, alice, agent):
+    from django.core.cache import cache
+
+    cache.clear()
+    client.force_login(alice)
+    page = [client.get("/data/export", {"agent": agent.pk}).status_code for _ in range(5)]
+    assert page == [200, 200, 200, 429, 429]
+    assert client.get("/agents-api/memory/export", {"agent": agent.pk}).status_code == 429

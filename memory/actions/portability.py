@@ -159,7 +159,7 @@ def _session_documents(sessions: list[Session], *, include_sessions: bool) -> It
     messages = _messages_by_topic(topics) if include_sessions else {}
     by_session: dict[int, list[dict]] = {}
     for topic in topics:
-        entry = _topic_document(topic)
+        entry = topic_document(topic)
         if include_sessions:
             entry["messages"] = messages.get(topic.pk, [])
         by_session.setdefault(topic.session_id, []).append(entry)
@@ -173,7 +173,7 @@ def _session_documents(sessions: list[Session], *, include_sessions: bool) -> It
             }
 
 
-def _topic_document(topic: Topic) -> dict[str, Any]:
+def topic_document(topic: Topic) -> dict[str, Any]:
     return {
         "uid": str(topic.uid),
         "title": topic.title,
