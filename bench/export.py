@@ -108,7 +108,6 @@ def main() -> int:
         drop_database(name)
     size = written[0] / 2**20
     print(f"export of one session of {args.messages:,} messages ({size:.0f} MiB of JSON)")
-    )
     print(f"{'path':<28} {'extra MiB':>10} {'seconds':>8}")
     print(f"{'streamed (export_text)':<28} {streamed_mib:>10.1f} {streamed_s:>8.1f}")
     print(f"{'baseline: whole document':<28} {whole_mib:>10.1f} {whole_s:>8.1f}")
