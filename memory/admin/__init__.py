@@ -32,6 +32,7 @@ from memory.admin.consolidation import consolidate_scopes
 from memory.admin.scope import (
     AuditTrail,
     KeptAuditTrail,
+    OperatorActions,
     OrganizationScoped,
     SuperuserChanges,
     confine_auth_admin,
@@ -154,7 +155,10 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
-@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+@admin.action(
+    description="Export the memory of this scope, with whole sessions (JSON)",
+    permissions=["export"],
+)
 def export_scope_memory(modeladmin, request, queryset):
     scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
     if len(scopes) != 1:
@@ -173,7 +177,7 @@ def export_scope_memory(modeladmin, request, queryset):
 
 
 @admin.register(Session)
-class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
+class SessionAdmin(OperatorActions, OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "__str__",
         "user",
