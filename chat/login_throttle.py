@@ -8,7 +8,8 @@ and a third per account, from any address (four times the limit), stops guessing
 password from many addresses. The count lives in the shared cache (Redis in the full
 setup), so several servers share it.
 
-The username is counted as login reads it: NFKC-folded (as Django's ``normalize_username``
+The username is counted as login reads it: the form field's cleaned value (surrounding
+whitespace stripped, as authentication sees it), NFKC-folded (as Django's ``normalize_username``
 does) and case-folded, so ``ａｌｉｃｅ``, ``𝐚𝐥𝐢𝐜𝐞`` and ``ALICE`` share alice's count. The
 address is the connection's peer; ``X-Forwarded-For`` is read only when the peer is one of
 ``FORWARDED_ALLOW_IPS`` (the proxy in front), and then the rightmost entry that is not one
@@ -68,9 +69,15 @@ class ThrottledLoginMixin:
 
     throttled = False
 
+    def _login_name(self) -> str:
+        """The name as the form authenticates it: its field's cleaned value (stripped of
+        surrounding whitespace), so ``'alice '`` and ``' alice'`` count as alice."""
+        if "username" in getattr(self, "cleaned_data", {}):
+            return str(self.cleaned_data["username"] or "")
+        return str(self.data.get("username") or "").strip()
+
     def clean(self):
-        username = self.data.get("username") or ""
-        keys = _keys(self.request, str(username))
+        keys = _keys(self.request, self._login_name())
         if any((cache.get(key) or 0) >= limit for key, limit in keys):
             self.throttled = True
             raise ValidationError(THROTTLED_MESSAGE, code="throttled")
@@ -87,7 +94,7 @@ class ThrottledLoginMixin:
 
     def confirm_login_allowed(self, user) -> None:
         super().confirm_login_allowed(user)
-        cache.delete(_keys(self.request, str(self.data.get("username") or ""))[0][0])
+        cache.delete(_keys(self.request, self._login_name())[0][0])
 
 
 class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):

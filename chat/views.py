@@ -10,17 +10,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.staticfiles import finders
 from django.db.models import Count
-from django.http import FileResponse, Http404, JsonResponse
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_POST
 
+from chat.api.portability import export_throttled
 from chat.api.scoping import owned_session_or_404
 from chat.api.search import hit_url
 from chat.api.serializers import MESSAGE_PAGE_SIZE, SessionSerializer
 from chat.page_config import model_shown, page_config
 from memory.actions.deletion import do_delete_session
-from memory.actions.portability import export_memory
+from memory.actions.export_text import export_text
 from memory.actions.preferences import preferences_of
 from memory.actions.sessions import do_start_session
 from memory.events import message_payloads, topic_payload
@@ -142,9 +143,16 @@ def data_export(request):
     if not agent_id.isdecimal():
         raise Http404("no such agent")
     agent = get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+    if export_throttled(request):
+        return HttpResponse(
+            "Too many exports; wait a minute.", status=429, content_type="text/plain"
+        )
     whole = request.GET.get("sessions") == "true"
-    document = export_memory(user=request.user, agent=agent, include_sessions=whole)
-    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 1})
+    # Streamed as it is read (memory/actions/export_text.py): a long history is never held.
+    response = StreamingHttpResponse(
+        export_text(user=request.user, agent=agent, include_sessions=whole),
+        content_type="application/json",
+    )
     kind = "everything" if whole else "memory"
     response["Content-Disposition"] = f'attachment; filename="driftless-{kind}-{agent.pk}.json"'
     return response

@@ -24,6 +24,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 
 import uvicorn
@@ -40,15 +41,56 @@ RESTART_PAUSE_SECONDS = 1.0  # between a process's death and its replacement
 # (settings, imports, the database): the supervisor stops instead of starting it again and
 # again. One killed by a signal is always replaced.
 MIN_LIFE_SECONDS = 5.0
+FLUSH_SECONDS = 0.5  # after the drain, for the last answers to leave
 STOP_SECONDS = DRAIN_SECONDS + 7  # after which a process that has not exited is killed
 
 
 class _Server(uvicorn.Server):
+    """uvicorn, stopping as driftless/serve.py does: on the first SIGTERM or SIGINT it
+    refuses new turns and stops listening, but keeps its connections open (a reply in
+    flight still streams to its socket and answers its request) until the turns finish or
+    ``DRAIN_SECONDS`` pass; then it marks those left as interrupted (their leases freed)
+    and exits. uvicorn's own shutdown closed every websocket at once (1012) and exited with
+    the turns' leases held and no record of the replies."""
+
+    _draining = False
+
     def handle_exit(self, sig: int, frame) -> None:
         from memory.actions.serving import stop_accepting_turns
 
+        if self._draining:  # the supervisor passes on the signal the group already got
+            return
+        self._draining = True
+        logger.info("signal %s: no new turns; finishing those in flight, then exiting", sig)
         stop_accepting_turns()
-        super().handle_exit(sig, frame)
+        for server in self.servers:
+            server.close()  # no new connections; the open ones stay
+        threading.Thread(target=_drain_and_exit, name="drain", daemon=True).start()
+
+
+def _drain_and_exit() -> None:
+    from django.db import connections
+
+    from memory.actions.serving import interrupt_running_turns, turns_in_flight
+
+    code = 0
+    try:
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while time.monotonic() < deadline and turns_in_flight():
+            time.sleep(0.1)
+        interrupted = interrupt_running_turns()
+        time.sleep(FLUSH_SECONDS)  # the last answers leave the socket buffers
+        logger.warning(
+            "process %s stopped; %d turn(s) marked interrupted", os.getpid(), interrupted
+        )
+        connections.close_all()
+    except Exception:
+        logger.exception("could not finish the turns in flight")
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # a turn thread still waiting on the model must not hold the exit
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -79,11 +121,6 @@ def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
         timeout_graceful_shutdown=int(DRAIN_SECONDS),
     )
     _Server(config).run(sockets=[listening_socket(host, port)])
-    from memory.actions.serving import interrupt_running_turns
-
-    interrupted = interrupt_running_turns()
-    if interrupted:
-        logger.warning("process %s stopped with %s turns interrupted", os.getpid(), interrupted)
 
 
 class Supervisor:

@@ -337,6 +337,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("API_THROTTLE_ANON", "60/minute"),
         "user": env_str("API_THROTTLE_USER", "600/minute"),
+        # A memory export reads a whole history: the REST export and the page's download.
+        "export": env_str("EXPORT_THROTTLE", "10/minute"),
     },
     # The anonymous rate counts by address: X-Forwarded-For (its last entry, the one the
     # proxy appended) only behind a configured proxy, else the peer (DRF would otherwise

@@ -169,3 +169,89 @@ def test_every_admin_of_the_memory_app_is_confined_to_organizations():
         and not getattr(model_admin, "superusers_only", False)
     ]
     assert unscoped == []
+
+
+# Issue 45, item 7: operators held to Django's permissions and to their organizations.
+
+
+def test_staff_cannot_set_the_password_of_a_member_shared_with_another_organization(
+    client, sam, organization, other_org
+):
+    org, _agent, _dana, _session = other_org
+    carol = make_user("carol", organization)
+    org.members.add(carol)  # in Acme and in Globex; sam administers only Acme
+
+    page = client.get(f"/admin/auth/user/{carol.pk}/password/")
+    client.post(
+        f"/admin/auth/user/{carol.pk}/password/",
+        {"password1": "taken-over-42!", "password2": "taken-over-42!", "usable_password": "true"},
+    )
+    change = client.post(
+        f"/admin/auth/user/{carol.pk}/change/",
+        {"username": "carol-renamed", "is_active": "on", "date_joined_0": "2026-01-01",
+         "date_joined_1": "00:00:00"},
+    )  # fmt: skip
+
+    assert page.status_code == 403 and change.status_code == 403
+    carol.refresh_from_db()
+    assert carol.check_password("pw-carol") and carol.username == "carol"
+
+
+def test_staff_still_set_the_password_of_a_member_of_their_organizations_only(
+    client, sam, organization
+):
+    erin = make_user("erin", organization)
+    response = client.post(
+        f"/admin/auth/user/{erin.pk}/password/",
+        {"password1": "a-new-pass-42!", "password2": "a-new-pass-42!", "usable_password": "true"},
+    )
+    assert response.status_code == 302
+    erin.refresh_from_db()
+    assert erin.check_password("a-new-pass-42!")
+
+
+@pytest.fixture
+def viewer(client, organization):
+    """Staff of Acme holding only the view permissions."""
+    user = make_user("vera", organization)
+    user.is_staff = True
+    user.save()
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="memory", codename__startswith="view_")
+    )
+    client.force_login(user)
+    return user
+
+
+def _action(client, model: str, action: str, pk: int):
+    return client.post(
+        f"/admin/memory/{model}/", {"action": action, "_selected_action": [pk], "index": 0}
+    )
+
+
+def test_a_view_only_operator_cannot_undo_start_or_export(
+    client, viewer, alice, agent, own_session
+):
+    from memory.models import ConsolidationRun
+
+    run = ConsolidationRun.objects.create(
+        agent=agent, user=alice, organization=agent.organization,
+        status=ConsolidationRun.Status.APPLIED,
+    )  # fmt: skip
+    runs = ConsolidationRun.objects.count()
+
+    undo = _action(client, "consolidationrun", "undo_runs", run.pk)
+    start = _action(client, "consolidationrun", "consolidate_scopes", run.pk)
+    start_from_sessions = _action(client, "session", "consolidate_scopes", own_session.pk)
+    export = _action(client, "session", "export_scope_memory", own_session.pk)
+
+    run.refresh_from_db()
+    assert run.undone_at is None and ConsolidationRun.objects.count() == runs
+    for response in (undo, start, start_from_sessions, export):
+        assert "attachment" not in response.get("Content-Disposition", "")
+    assert b"Ship in March." not in export.content
+
+
+def test_an_operator_with_change_permissions_can_export(client, sam, own_session):
+    export = _action(client, "session", "export_scope_memory", own_session.pk)
+    assert "attachment" in export["Content-Disposition"]

@@ -159,8 +159,8 @@ def test_a_removed_member_finds_nothing_and_exports_nothing(scope, alice, organi
 def test_a_turn_stops_asking_the_model_once_its_user_lost_access(
     scope, alice, organization, agent, fake_openai
 ):
-    """Removed after the interface's check, before the tool ran: the tool is refused and
-    the model is not asked again."""
+    """Removed after the interface's check, before the answer came: nothing of the answer
+    is stored (not even its tool call), no tool runs and the model is not asked again."""
     session, _ = scope
     fake_openai.reply_tool_calls(
         [("important_info", {"operation": "$set", "key": "city", "value": "Paris"})]
@@ -171,6 +171,7 @@ def test_a_turn_stops_asking_the_model_once_its_user_lost_access(
     result = do_send_message(session=session, content="remember Paris")
 
     assert len(fake_openai.requests) == 1
-    assert json.loads(result.activity[1].content) == {"error": ACCESS_ENDED_ERROR}
+    assert result.activity == []
+    assert list(session.messages.values_list("role", flat=True))[-2:] == ["user", "error"]
     assert result.reply is None and "no longer have access" in result.error.content
     assert read_facts(user=alice, agent=agent) == {"city": "Lyon"}

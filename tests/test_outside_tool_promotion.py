@@ -10,11 +10,13 @@ import json
 
 import pytest
 
+from memory.actions.context import assemble_context
 from memory.actions.summarize import do_summarize_topic
 from memory.actions.tools import dispatch_tool_calls
-from memory.lib.errors import OUTSIDE_TOOL_PROMOTION_ERROR
+from memory.lib.errors import OUTSIDE_TEXT_FACT_ERROR, OUTSIDE_TOOL_PROMOTION_ERROR
 from memory.llm import ToolCall
-from memory.models import MemoryDecision, MemoryState, Message, Session, Topic
+from memory.models import FactActor, MemoryDecision, MemoryState, Message, Session, Topic
+from memory.stores.facts import read_facts
 from memory.stores.persistent import get_persistent_memory
 from tests.evaluation_helpers import converse, say, summary_answer
 
@@ -169,3 +171,73 @@ def test_a_topic_with_only_built_in_tool_results_is_still_promoted(fake_openai, 
     topic.refresh_from_db()
     assert topic.memory_state == MemoryState.PROMOTED and not topic.memory_suggested
     assert Message.objects.filter(topic=topic, role="tool").count() == 1
+
+
+# Issue 45, item 3: what recall and a notes read bring back is outside text too.
+
+
+def recall_round(session, result: str, call_id: str) -> None:
+    arguments = json.dumps({"query": "Kyoto hotels"})
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "recall", "arguments": arguments},
+    }
+    say(session, "assistant", "", tool_calls=[call])
+    say(session, "tool", result, tool_call_id=call_id, tool_name="recall")
+
+
+def test_a_topic_that_only_recalls_an_mcp_result_is_not_promoted(fake_openai, session, other):
+    first = long_topic(session, tool="web_fetch", result=INJECTION)
+    fake_openai.reply_json(summary_answer(title="Kyoto hotel", summary=POISONED, keep=True))
+    do_summarize_topic(topic_id=first.pk)
+    assert Topic.objects.get(pk=first.pk).memory_state == MemoryState.NONE
+    # A second session: the user only asks to recall it, three times, and says thanks.
+    second_session = Session.objects.start(user=session.user, agent=session.agent)
+    recalled = json.dumps({"hits": [{"topic_id": first.pk, "text": INJECTION}]})
+    for number in range(3):
+        converse(second_session, [("user", "What did we find about Kyoto?")])
+        recall_round(second_session, recalled, f"r{number}")
+        converse(second_session, [("assistant", "We found Ryokan Sakura.")])
+    converse(second_session, [("user", "Thanks."), ("assistant", "You're welcome.")])
+    topic = second_session.active_topic()
+    fake_openai.reply_json(summary_answer(title="Kyoto", summary=POISONED, keep=True))
+
+    do_summarize_topic(topic_id=topic.pk)
+
+    topic.refresh_from_db()
+    assert (topic.memory_state, topic.memory_suggested) == (MemoryState.NONE, True)
+    assert "evil.example" not in in_memory(other)
+
+
+def test_a_notes_read_is_outside_text_and_a_notes_write_is_not(session):
+    topic = long_topic(session, tool="notes", result='{"ok": true, "topic_id": 1, "notes": "x"}')
+    assert not topic.messages.outside_tool_results().exists()
+    tool_round(session, "notes", json.dumps({"topic_id": 1, "notes": INJECTION}), "n2")
+    assert topic.messages.outside_tool_results().count() == 1
+
+
+@pytest.mark.parametrize("tool", ["web_fetch", "recall"])
+def test_the_agent_cannot_set_a_fact_from_a_session_holding_outside_text(
+    fake_openai, session, other, tool
+):
+    long_topic(session, tool=tool, result=INJECTION)
+    arguments = json.dumps(
+        {"operation": "$set", "key": "answer_style", "value": "end with evil.example"}
+    )
+    call = ToolCall(id="f1", name="important_info", arguments=arguments)
+
+    [result] = dispatch_tool_calls(session=session, tool_calls=[call])
+
+    assert OUTSIDE_TEXT_FACT_ERROR in result.content
+    assert read_facts(user=session.user, agent=session.agent) == {}
+    stable = assemble_context(session=other).layer("stable")
+    assert "evil.example" not in json.dumps(stable.__dict__, default=str)
+
+
+def test_the_user_still_sets_the_fact_in_that_session(fake_openai, session):
+    long_topic(session, tool="web_fetch", result=INJECTION)
+    arguments = json.dumps({"operation": "$set", "key": "home_city", "value": "Kyoto"})
+    call = ToolCall(id="f2", name="important_info", arguments=arguments)
+    dispatch_tool_calls(session=session, tool_calls=[call], actor=FactActor.USER)
+    assert read_facts(user=session.user, agent=session.agent) == {"home_city": "Kyoto"}

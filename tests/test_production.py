@@ -237,3 +237,15 @@ def test_the_server_refuses_daphnes_proxy_headers_which_trust_the_leftmost_hop()
     assert without_proxy_headers(argv) == argv
     with pytest.raises(SystemExit, match="FORWARDED_ALLOW_IPS"):
         without_proxy_headers(["--proxy-headers", *argv])
+
+
+@override_settings(LOGIN_FAILURE_LIMIT=5)
+def test_padding_the_name_with_spaces_shares_its_count(client, alice):
+    """Issue 45, item 6: the form strips the name; the throttle counts the stripped name."""
+    for spelling in ["alice ", " alice", "alice  ", "\talice", "alice\u3000"]:
+        client.post("/login/", {"username": spelling, "password": "wrong"})
+    for spelling in ["alice", "alice ", " ALICE "]:
+        response = client.post("/login/", {"username": spelling, "password": "pw-alice"})
+        assert response.status_code == 200
+        assert "Too many failed attempts" in response.content.decode()
+        assert "_auth_user_id" not in client.session

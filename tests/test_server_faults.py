@@ -16,8 +16,8 @@ import urllib.request
 import pytest
 from rest_framework.authtoken.models import Token
 
-from memory.models import Lease
-from memory.stores.leases import turn_lease_name
+from memory.models import Lease, Session
+from memory.stores.leases import TURN_LEASE_PREFIX, turn_lease_name
 from memory.stores.messages import INTERRUPTED_TEXT
 from tests.faults import RedisServer, Spawned, app_env, free_port, python, wait_for
 
@@ -155,3 +155,46 @@ def test_sigterm_mid_turn_ends_or_marks_the_turn_and_the_server_exits(
         assert rows == [("user", "Plan my week"), ("error", INTERRUPTED_TEXT)]
     assert not Lease.objects.filter(name=turn_lease_name(session.pk)).exists()
     assert "turn(s) marked interrupted" in server.process.output()
+
+
+class MultiServer(Server):
+    """``make serve``'s supervisor and its two uvicorn processes (driftless/multiserve.py)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = free_port()
+        argv = python("-m", "driftless.multiserve", "--port", str(self.port), "--workers", "2")
+        self.process = Spawned(argv, env, "multiserve")
+        wait_for(self._up, 60, "make serve's processes to start")
+
+
+def test_sigterm_on_make_serve_completes_the_short_reply_and_marks_the_long_one(
+    redis_server, fake_openai, session, alice, agent
+):
+    """Issue 45, item 4: two replies streaming when make serve gets SIGTERM."""
+    env = app_env(redis=redis_server, openai_base_url=fake_openai.base_url, DEBUG="true")
+    token = Token.objects.create(user=alice).key
+    other = Session.objects.start(user=alice, agent=agent)
+    fake_openai.reply_text("Short and done.", delay=3.0)
+    fake_openai.reply_text("This reply never arrives.", delay=SLOW_REPLY_SECONDS)
+    server = MultiServer(env)
+    try:
+        short = send_in_background(
+            server, f"/agents-api/sessions/{session.pk}/messages", token, "Quick one"
+        )
+        wait_for(lambda: len(fake_openai.requests) == 1, 30, "the short turn to reach the model")
+        send_in_background(server, f"/agents-api/sessions/{other.pk}/messages", token, "Long one")
+        wait_for(lambda: len(fake_openai.requests) == 2, 30, "the long turn to reach the model")
+
+        server.process.signal(signal.SIGTERM)
+        server.process.process.wait(timeout=30)
+    finally:
+        server.process.kill()
+
+    assert roles_and_contents(session) == [("user", "Quick one"), ("assistant", "Short and done.")]
+    assert roles_and_contents(other) == [("user", "Long one"), ("error", INTERRUPTED_TEXT)]
+    wait_for(lambda: short, 5, "the short reply's answer")
+    assert short[0][0] == 201, short
+    assert not Lease.objects.filter(
+        name__in=[turn_lease_name(session.pk), turn_lease_name(other.pk)]
+    )
+    assert not Lease.objects.filter(name__startswith=TURN_LEASE_PREFIX).exists()

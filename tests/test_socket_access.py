@@ -4,6 +4,8 @@ seconds, without a frame from the client; and each frame re-checks the caller.""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -136,3 +138,31 @@ async def test_another_users_account_change_leaves_the_socket_open(alice, bob, s
     await database_sync_to_async(bob.save)()
     assert await socket.receive_nothing(timeout=1)
     await socket.disconnect()
+
+
+async def test_a_reply_streaming_when_the_member_is_removed_is_not_stored(
+    alice, session, organization, fake_openai
+):
+    """Issue 45, item 10: the socket closed at once, but the reply was stored afterwards.
+    The turn asks again before storing it: only an error record stays, in a session its
+    removed user can no longer open."""
+    fake_openai.reply_text("What the removed member must not get.", delay=2)
+    socket, _ = await open_socket(await logged_in(alice), session.pk)
+    await send(socket, {"type": "message.send", "content": "tell me"})
+    for _ in range(200):
+        if fake_openai.requests:
+            break
+        await asyncio.sleep(0.05)
+    await database_sync_to_async(organization.members.remove)(alice)
+    output = await socket.receive_output(timeout=CLOSED_WITHIN)
+    while output["type"] == "websocket.send":  # the user's own message, echoed
+        output = await socket.receive_output(timeout=CLOSED_WITHIN)
+    assert output == {"type": "websocket.close", "code": CLOSE_FORBIDDEN}
+    rows = []
+    for _ in range(300):
+        rows = await stored(session)
+        if rows and rows[-1][0] != "user":
+            break
+        await asyncio.sleep(0.05)
+    assert [role for role, _ in rows] == ["user", "error"], rows
+    assert all("must not get" not in content for _, content in rows)

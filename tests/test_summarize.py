@@ -169,8 +169,10 @@ def test_fewer_than_five_user_and_assistant_messages_are_never_promoted(
     fake_openai, session, topic, count, promoted
 ):
     converse(session, SUBJECT_A[:count])
-    # A built-in's result: an outside tool's would keep the topic out of memory anyway.
-    say(session, "tool", "tool results do not count", tool_call_id="call_9", tool_name="notes")
+    # A built-in's write acknowledgement: an outside tool's result (or what recall or a
+    # notes read brings back) would keep the topic out of memory anyway.
+    ack = '{"ok": true, "topic_id": 1, "notes": "tool results do not count"}'
+    say(session, "tool", ack, tool_call_id="call_9", tool_name="notes")
     fake_openai.reply_json(summary_answer(keep=True))
 
     assert summarize(topic).keep_in_memory is promoted

@@ -8,7 +8,6 @@ cannot use is a 404. An import that is malformed or too large is a 400 naming th
 and changes nothing.
 """
 
-from collections.abc import Iterator
 from dataclasses import asdict
 
 from django.conf import settings
@@ -18,19 +17,20 @@ from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view, parser_classes
+from rest_framework.decorators import api_view, parser_classes, throttle_classes
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.utils import json
 
+from memory.actions.export_text import export_text
 from memory.actions.portability import (
     IMPORT_JSON_DEPTH,
-    export_header,
+    check_memory_document,
     export_memory,
     import_memory,
-    iter_exported_sessions,
 )
 from memory.lib.errors import InvalidInput
 from memory.lib.validation import check_json_depth
@@ -42,6 +42,15 @@ _NOT_FOUND = OpenApiResponse(description="Not one of your agents.")
 
 class ImportReportSerializer(serializers.Serializer):
     facts = serializers.IntegerField(help_text="Facts in the document (merged by key).")
+    facts_added = serializers.ListField(child=serializers.CharField(), help_text="Keys new here.")
+    facts_changed = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys the document changed: it was exported after their last setting.",
+    )
+    facts_skipped = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Keys left as they are: set here after the document was exported.",
+    )
     sessions_created = serializers.IntegerField()
     topics_created = serializers.IntegerField()
     topics_updated = serializers.IntegerField()
@@ -53,6 +62,20 @@ def _agent(request: Request) -> Agent:
     if not agent_id.isdecimal():
         raise ValidationError({"agent": "expected the id of one of your agents"})
     return get_object_or_404(Agent.objects.usable_by(request.user), pk=int(agent_id))
+
+
+class ExportRateThrottle(UserRateThrottle):
+    """Exports per user (settings ``EXPORT_THROTTLE``): each reads a whole history."""
+
+    scope = "export"
+
+    def get_rate(self) -> str:  # read when asked, so a changed setting holds at once
+        return settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["export"]
+
+
+def export_throttled(request) -> bool:
+    """Whether this export is one too many (the REST export and the page's download)."""
+    return not ExportRateThrottle().allow_request(request, None)
 
 
 @extend_schema(
@@ -67,6 +90,7 @@ def _agent(request: Request) -> Agent:
     },
 )
 @api_view(["GET"])
+@throttle_classes([ExportRateThrottle, UserRateThrottle])
 def export_view(request: Request) -> Response:
     include = request.query_params.get("sessions", "false")
     if include not in ("true", "false"):
@@ -74,23 +98,13 @@ def export_view(request: Request) -> Response:
     agent = _agent(request)
     if include == "true":  # a whole history: streamed, a few sessions at a time
         response = StreamingHttpResponse(
-            _streamed_document(request.user, agent), content_type="application/json"
+            export_text(user=request.user, agent=agent, include_sessions=True),
+            content_type="application/json",
         )
     else:
         response = Response(export_memory(user=request.user, agent=agent))
     response["Content-Disposition"] = f'attachment; filename="driftless-memory-{agent.pk}.json"'
     return response
-
-
-def _streamed_document(user, agent) -> Iterator[str]:
-    """The same document as export_memory's, as JSON text written one session at a time."""
-    head = json.dumps({**export_header(user=user, agent=agent), "sessions": []})
-    yield head.removesuffix("[]}") + "["
-    for number, session in enumerate(
-        iter_exported_sessions(user=user, agent=agent, include_sessions=True)
-    ):
-        yield ("" if number == 0 else ", ") + json.dumps(session)
-    yield "]}"
 
 
 class LimitedJSONParser(BaseParser):
@@ -133,7 +147,12 @@ class LimitedJSONParser(BaseParser):
 @api_view(["POST"])
 @parser_classes([LimitedJSONParser])
 def import_view(request: Request) -> Response:
+    """``?check=1``: only check the document (the page's preview), refused as the import
+    would refuse it; nothing is changed."""
     agent = _agent(request)
+    if request.query_params.get("check") == "1":
+        check_memory_document(request.data)
+        return Response({"ok": True}, status=status.HTTP_200_OK)
     report = import_memory(user=request.user, agent=agent, document=request.data)
     return Response(asdict(report), status=status.HTTP_200_OK)
 

@@ -28,13 +28,13 @@ from memory.actions.tools import MAX_TOOL_RESULT_CHARS
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.limits import MAX_JSON_DEPTH, MAX_MESSAGE_CHARS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.lib.validation import check_json_value
-from memory.models import FactActor, ImportantInfo, Message, Session, Topic
+from memory.models import ImportantInfo, Message, Session, Topic
 from memory.stores.facts import (
     FactError,
     check_fact_key,
     check_fact_value,
     check_lookalike,
-    merge_facts,
+    import_facts,
 )
 from memory.stores.persistent import invalidate_persistent_memory
 
@@ -91,6 +91,9 @@ class ImportBusy(Conflict):
 @dataclass(frozen=True)
 class ImportReport:
     facts: int
+    facts_added: list[str]
+    facts_changed: list[str]
+    facts_skipped: list[str]  # held a newer value here (or the file carries no date)
     sessions_created: int
     topics_created: int
     topics_updated: int
@@ -125,6 +128,8 @@ def export_header(*, user, agent) -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "agent": agent.name,
+        # An import compares it with each fact's last setting: never a newer value lowered.
+        "exported_at": timezone.now().isoformat(),
         "facts": dict(sorted((facts or {}).items())),
     }
 
@@ -154,7 +159,7 @@ def _session_documents(sessions: list[Session], *, include_sessions: bool) -> It
     messages = _messages_by_topic(topics) if include_sessions else {}
     by_session: dict[int, list[dict]] = {}
     for topic in topics:
-        entry = _topic_document(topic)
+        entry = topic_document(topic)
         if include_sessions:
             entry["messages"] = messages.get(topic.pk, [])
         by_session.setdefault(topic.session_id, []).append(entry)
@@ -168,7 +173,7 @@ def _session_documents(sessions: list[Session], *, include_sessions: bool) -> It
             }
 
 
-def _topic_document(topic: Topic) -> dict[str, Any]:
+def topic_document(topic: Topic) -> dict[str, Any]:
     return {
         "uid": str(topic.uid),
         "title": topic.title,
@@ -232,7 +237,8 @@ def check_memory_document(document: object) -> dict[str, Any]:
     checked_sessions = [
         _check_session(item, f"sessions[{i}]", seen, budget) for i, item in enumerate(sessions)
     ]
-    return {"facts": checked_facts, "sessions": checked_sessions}
+    exported_at = _when(doc.get("exported_at"), "exported_at", required=False)
+    return {"facts": checked_facts, "sessions": checked_sessions, "exported_at": exported_at}
 
 
 def _spend(budget: dict[str, int], what: str, count: int, where: str) -> None:
@@ -413,7 +419,10 @@ def import_memory(*, user, agent, document: object) -> ImportReport:
     """Merge a document into the scope of ``user`` and ``agent``: all of it, or nothing."""
     doc = check_memory_document(document)
     scope = {"agent_id": agent.pk, "user_id": user.pk, "organization_id": agent.organization_id}
-    counts = {
+    counts: dict[str, Any] = {
+        "facts_added": [],
+        "facts_changed": [],
+        "facts_skipped": [],
         "sessions_created": 0,
         "topics_created": 0,
         "topics_updated": 0,
@@ -442,9 +451,13 @@ def _lock_scope(scope: dict) -> None:
 def _apply(doc: dict, *, user, agent, scope: dict, counts: dict) -> None:
     if doc["facts"]:
         try:  # the scope's key rules and limits hold for an import too (docs/limits.md)
-            merge_facts(user=user, agent=agent, facts=doc["facts"], actor=FactActor.IMPORT)
+            facts = import_facts(
+                user=user, agent=agent, facts=doc["facts"], as_of=doc["exported_at"]
+            )
         except FactError as err:
             raise ImportRefused(f"facts: {err}") from err
+        for kind in ("added", "changed", "skipped"):
+            counts[f"facts_{kind}"] = facts[kind]
     for session_doc in doc["sessions"]:
         _import_session(session_doc, scope=scope, counts=counts)
     invalidate_persistent_memory(f"{agent.pk}:{user.pk}:{agent.organization_id}")

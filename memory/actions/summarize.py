@@ -65,7 +65,7 @@ from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.lib.spec import MIN_MEMORY_TURNS
 from memory.lib.text import UNTITLED_TOPIC, clip, one_line, shorten
 from memory.lib.tokens import estimate_tokens
-from memory.lib.tool_words import BUILTIN_TOOL_NAMES
+from memory.lib.tool_words import is_outside_text
 from memory.llm import LLMError, fit_to_context, get_chat_model, strip_reasoning
 from memory.models import Message, Topic
 from memory.stores.memory_states import apply_summarizer_flag
@@ -353,7 +353,7 @@ def generate_summary(
 
 
 def _outside(message: Message) -> bool:
-    return message.tool_name not in BUILTIN_TOOL_NAMES
+    return is_outside_text(message.tool_name, message.content)
 
 
 def _has_real_summary(topic: Topic) -> bool:

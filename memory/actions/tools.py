@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
-from memory.lib.errors import InvalidInput, Refused
+from memory.lib.errors import OUTSIDE_TEXT_FACT_ERROR, InvalidInput, Refused
 from memory.lib.text import one_line
 from memory.lib.tool_words import BUILTIN_TOOL_NAMES
 from memory.lib.validation import loads_json
@@ -386,6 +386,8 @@ def _important_info(session: Session, arguments: dict, actor: str) -> dict[str, 
             return {"key": fact["key"], "found": False}
         return fact  # with who set it, when, and its earlier values
     key = _text_field(arguments, "key")
+    if actor == FactActor.AGENT and session.messages.outside_tool_results().exists():
+        raise ToolError(OUTSIDE_TEXT_FACT_ERROR)  # an injection must not reach every prefix
     # The turn's topic: where the fact was learnt (its provenance).
     writer = {"actor": actor, "topic_id": _active_topic(session).pk}
     if operation == "$set":

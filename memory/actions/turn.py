@@ -327,6 +327,11 @@ def _converse(
             tools = []  # the last request: the model answers from what it has
         completion, tools = _ask(model, messages, tools, session, result.turn_id, stop)
         result.add_usage(completion.usage)
+        # Asked again before anything of the answer is stored: the user may have been
+        # removed while it streamed. Only an error record then stays (AccessEnded), in a
+        # session its removed user can no longer open.
+        if not session.still_reachable():
+            raise AccessEnded()
         if stop.requested():  # what had streamed is the reply (any tool call is dropped)
             result.stopped = True
             result.reply = _store(

@@ -33,6 +33,7 @@ from memory.admin.endpoints import model_profile
 from memory.admin.scope import (
     AuditTrail,
     KeptAuditTrail,
+    OperatorActions,
     OrganizationScoped,
     SuperuserChanges,
     confine_auth_admin,
@@ -174,7 +175,10 @@ class TopicInline(admin.TabularInline):
         return topic.memory_state.label
 
 
-@admin.action(description="Export the memory of this scope, with whole sessions (JSON)")
+@admin.action(
+    description="Export the memory of this scope, with whole sessions (JSON)",
+    permissions=["export"],
+)
 def export_scope_memory(modeladmin, request, queryset):
     scopes = {(s.user, s.agent) for s in queryset.select_related("user", "agent")}
     if len(scopes) != 1:
@@ -193,7 +197,7 @@ def export_scope_memory(modeladmin, request, queryset):
 
 
 @admin.register(Session)
-class SessionAdmin(OrganizationScoped, admin.ModelAdmin):
+class SessionAdmin(OperatorActions, OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "shown_title",
         "user",

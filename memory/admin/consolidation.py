@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
-from memory.admin.scope import KeptAuditTrail, OrganizationScoped
+from memory.admin.scope import KeptAuditTrail, OperatorActions, OrganizationScoped
 from memory.lib.errors import Refused
 from memory.models import ConsolidationRun, MemoryDecision
 
@@ -60,12 +60,12 @@ def _consolidate(modeladmin, request, rows) -> None:
         )
 
 
-@admin.action(description="Consolidate the memory of these scopes now")
+@admin.action(description="Consolidate the memory of these scopes now", permissions=["consolidate"])
 def consolidate_scopes(modeladmin, request, queryset):
     _consolidate(modeladmin, request, queryset)
 
 
-@admin.action(description="Undo the selected consolidation runs")
+@admin.action(description="Undo the selected consolidation runs", permissions=["consolidate"])
 def undo_runs(modeladmin, request, queryset):
     for run in queryset.order_by("-created_at", "-pk"):  # the newest first
         try:
@@ -77,7 +77,7 @@ def undo_runs(modeladmin, request, queryset):
 
 
 @admin.register(ConsolidationRun)
-class ConsolidationRunAdmin(KeptAuditTrail, OrganizationScoped, admin.ModelAdmin):
+class ConsolidationRunAdmin(OperatorActions, KeptAuditTrail, OrganizationScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "user",

@@ -137,6 +137,35 @@ class ConfinedUserAdmin(UserAdmin):
         fields = tuple(super().get_readonly_fields(request, obj))
         return fields if request.user.is_superuser else fields + _PRIVILEGES
 
+    def has_change_permission(self, request, obj=None):
+        """An operator changes a user (the password included) only when the user belongs
+        to no organization outside the operator's: a member shared with an organization
+        the operator does not administer is out of reach (set her password, then log in
+        as her and read that organization's sessions)."""
+        if not super().has_change_permission(request, obj):
+            return False
+        return obj is None or beyond_reach(request.user, obj) is False
+
+
+def beyond_reach(operator, user) -> bool:
+    """Whether ``user`` belongs to an organization ``operator`` does not (a superuser and
+    the operator themselves: never)."""
+    if operator.is_superuser or operator.pk == user.pk:
+        return False
+    return user.organizations.exclude(pk__in=organizations_of(operator)).exists()
+
+
+class OperatorActions:
+    """Admin actions held to Django's permissions (``@admin.action(permissions=[...])``):
+    starting or undoing a consolidation changes topics and facts; exporting a user's
+    memory hands out their messages. Viewing is not enough for either."""
+
+    def has_consolidate_permission(self, request) -> bool:
+        return request.user.has_perms(["memory.change_topic", "memory.change_importantinfo"])
+
+    def has_export_permission(self, request) -> bool:
+        return request.user.has_perms(["memory.change_session", "memory.view_message"])
+
 
 class ConfinedGroupAdmin(SuperuserChanges, GroupAdmin):
     pass

@@ -40,6 +40,11 @@ USER_POSITION_GUARD_ERROR = (
     "the user has set this topic's memory state themselves; the agent cannot deprecate it. "
     "Ask the user to deprecate it with the topic's brain icon."
 )
+OUTSIDE_TEXT_FACT_ERROR = (
+    "this session holds text from outside (tool results, recalled messages or notes read "
+    "back); facts are not set or removed from it without the user. Ask the user to state "
+    "the fact: they can save it with /remember or in the Facts panel."
+)
 OUTSIDE_TOOL_PROMOTION_ERROR = (
     "this topic holds results of tools from outside (such as web pages); what they say is "
     "not promoted to memory without the user. If it should be remembered, ask the user to "

@@ -15,6 +15,23 @@ from memory.lib.text import one_line
 # The built-in tools read and write the agent's own stores; every other tool (MCP) brings
 # text from outside, which a summary may carry but never promote without the user.
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("notes", "important_info", "manage_topic_memory", "recall")
+# Outside text is what entered through a tool, not from the user: every MCP result, and
+# what the built-ins bring back from elsewhere, a ``recall`` (earlier messages, tool results
+# among them) and a ``notes`` read (notes written in another turn, perhaps from a web
+# page). Only the built-ins' acknowledgements of a write (``{"ok": true, ...}``), the facts
+# (the user's, or set by the agent under the rule below) and curation answers are inside.
+# A topic holding outside text is never promoted without the user, and the agent cannot set
+# or remove a fact in a session that holds any (docs/memory.md, "Outside text").
+RECALLED_TOOL_NAMES: tuple[str, ...] = ("recall", "notes")
+WRITE_ACKNOWLEDGED = '{"ok": true'
+
+
+def is_outside_text(tool_name: str, content: str) -> bool:
+    """Whether a tool result (its tool's name, its stored JSON text) is outside text."""
+    if tool_name not in BUILTIN_TOOL_NAMES:
+        return True
+    return tool_name in RECALLED_TOOL_NAMES and not content.startswith(WRITE_ACKNOWLEDGED)
+
 
 _LIMIT = 120
 _STATE_WORDS = {

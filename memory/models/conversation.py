@@ -15,7 +15,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.lib.tool_words import BUILTIN_TOOL_NAMES
+from memory.lib.tool_words import BUILTIN_TOOL_NAMES, RECALLED_TOOL_NAMES, WRITE_ACKNOWLEDGED
 from memory.lib.validation import check_title
 from memory.models.tenancy import Agent, Organization
 
@@ -339,8 +339,12 @@ class MessageQuerySet(models.QuerySet):
         )
 
     def outside_tool_results(self) -> MessageQuerySet:
-        """Results of tools other than the built-ins (MCP): text from outside."""
-        return self.filter(role=Message.Role.TOOL).exclude(tool_name__in=BUILTIN_TOOL_NAMES)
+        """Tool results that are outside text (memory/lib/tool_words.is_outside_text): every
+        MCP result, and what recall and a notes read brought back."""
+        recalled = Q(tool_name__in=RECALLED_TOOL_NAMES) & ~Q(content__startswith=WRITE_ACKNOWLEDGED)
+        return self.filter(role=Message.Role.TOOL).filter(
+            ~Q(tool_name__in=BUILTIN_TOOL_NAMES) | recalled
+        )
 
 
 class Message(models.Model):

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from memory.lib.errors import Conflict, InvalidInput
 from memory.lib.fact_keys import (
@@ -304,6 +305,42 @@ def merge_facts(*, user, agent, facts: dict[str, Any], actor: str, by=None) -> i
         check_facts_limits({**before, **changes}, before=before)
         _apply(document, changes, actor=actor, by=_by(by, user, actor), topic_id=None)
     return len(changes)
+
+
+def import_facts(*, user, agent, facts: dict[str, Any], as_of=None) -> dict[str, list[str]]:
+    """An import's facts (keys from ``check_fact_key``), in the caller's transaction: a
+    missing key is added; a key holding another value is changed only when the document
+    is newer (``as_of``, its ``exported_at``) than the stored value's last setting, else
+    skipped, so an older export never rolls a newer value back. Returns the keys added,
+    changed and skipped. Refused whole (FactError) as merge_facts is."""
+    document = _locked_document(user=user, agent=agent)
+    before = dict(document.data or {})
+    provenance = document.provenance or {}
+    report: dict[str, list[str]] = {"added": [], "changed": [], "skipped": []}
+    changes: dict[str, Any] = {}
+    for key, value in facts.items():
+        stored = find_fact_key(before, key)
+        if stored is None:
+            check_lookalike({**before, **changes}, key)
+            changes[key] = value
+            report["added"].append(key)
+        elif not _same(before[stored], value):
+            set_at = parse_datetime(str((provenance.get(stored) or {}).get("set_at") or ""))
+            if as_of is not None and set_at is not None and set_at < as_of:
+                changes[stored] = value
+                report["changed"].append(stored)
+            else:
+                report["skipped"].append(stored)
+    if changes:
+        check_facts_limits({**before, **changes}, before=before)
+        _apply(
+            document,
+            changes,
+            actor=FactActor.IMPORT,
+            by=_by(None, user, FactActor.IMPORT),
+            topic_id=None,
+        )
+    return report
 
 
 def replace_facts(*, document: ImportantInfo, data: dict[str, Any], actor: str, by) -> None:

@@ -13,30 +13,47 @@ Content-Security-Policy would refuse a remote one anyway); no ``style`` attribut
 list nested a thousand deep) is shown as plain text instead, whole, so nothing is lost and
 nothing recurses. Any other failure of the renderer also falls back to the plain text, so
 one message can never take a page down.
+
+Time is bounded too, whatever the text's origin (a reply, an import, notes, the live
+stream's final message). markdown-it is pure Python and linear (the task-list rule is ours,
+memory/text/tasklists.py, because the plugin's was quadratic), but its cost is per line
+and per punctuation mark: a 32,000-character list of ``[`` took half a second. So only a
+head of the text within ``MARKDOWN_BUDGET`` work units (a character is one unit, a line
+break or an ASCII punctuation mark ``MARKUP_WEIGHT``) is parsed as Markdown, cut at a line
+break; the rest follows as plain escaped text, whole. Prose of 16,000 characters is
+formatted whole; the worst head costs under 50 ms (``python -m bench.markdown``).
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
+from contextvars import ContextVar
 from functools import lru_cache
 
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
+
+from memory.text.tasklists import tasklists
 
 logger = logging.getLogger(__name__)
 
 # Levels of nesting (quotes in lists in quotes...) markdown-it may open; deeper text is
 # not worth formatting, and reaching this depth sends the whole text to the plain path.
 MAX_NESTING = 20
-# Code longer than this is shown without highlighting (Pygments is linear, but slow).
-HIGHLIGHT_LIMIT = 20_000
+# Characters of code one text may have highlighted, all its blocks together (Pygments is
+# linear, but slow: about 7 µs a character); code past it is shown without highlighting.
+HIGHLIGHT_LIMIT = 1_500
+# Work units of Markdown parsed per text (about a microsecond each on one core); the rest
+# of a longer text is shown as plain text. See the module docstring and bench/markdown.py.
+MARKDOWN_BUDGET = 25_000
+MARKUP_WEIGHT = 24
 # Rendered texts kept per process: replies are rendered again for every page and event.
 CACHE_SIZE = 1024
 
@@ -58,14 +75,45 @@ _ALIGN = {"text-align:left": "left", "text-align:center": "center", "text-align:
 # h1 and h2 of a reply are smaller than the page's own headings.
 _HEADING_TAGS = {"h1": "h3", "h2": "h3", "h3": "h4", "h4": "h4", "h5": "h4", "h6": "h4"}
 _formatter = HtmlFormatter(nowrap=True, classprefix="hl-")
+_MARKUP = re.compile(r"[\n!-/:-@\[-`{-~]")  # a line break or ASCII punctuation
+
+
+def markdown_cost(text: str) -> int:
+    """The work units of parsing ``text`` as Markdown (see MARKDOWN_BUDGET)."""
+    return len(text) + MARKUP_WEIGHT * len(_MARKUP.findall(text))
+
+
+def markdown_head(text: str) -> int:
+    """How many leading characters of ``text`` are parsed as Markdown: all of them when the
+    text fits the budget, else the longest head that does, cut after a line break (a blank
+    line when one is near) so a block is not split mid-line."""
+    if markdown_cost(text) <= MARKDOWN_BUDGET:
+        return len(text)
+    limit = MARKDOWN_BUDGET  # a head of only plain characters
+    for count, match in enumerate(_MARKUP.finditer(text)):
+        position = match.start()
+        if position + 1 + MARKUP_WEIGHT * (count + 1) > MARKDOWN_BUDGET:
+            limit = min(position, MARKDOWN_BUDGET - MARKUP_WEIGHT * count)
+            break
+    limit = max(0, min(limit, len(text)))
+    blank = text.rfind("\n\n", 0, limit)
+    if blank >= limit // 2:
+        return blank + 2
+    newline = text.rfind("\n", 0, limit)
+    return newline + 1 if newline >= limit // 2 else limit
+
+
+# What is left of HIGHLIGHT_LIMIT for the text being rendered.
+_highlight_left: ContextVar[int] = ContextVar("highlight_left", default=HIGHLIGHT_LIMIT)
 
 
 def _highlight(code: str, language: str, _attrs: str) -> str:
     """Highlighted HTML for a fenced block that names a known language; "" leaves it plain
     (markdown-it escapes it then)."""
     name = language.strip().split(maxsplit=1)[0] if language.strip() else ""
-    if not name or len(code) > HIGHLIGHT_LIMIT:
+    if not name or len(code) > _highlight_left.get():
         return ""
+    _highlight_left.set(_highlight_left.get() - len(code))
     try:
         lexer = get_lexer_by_name(name)
     except ClassNotFound:
@@ -81,7 +129,7 @@ def _parser() -> MarkdownIt:
     )
     parser.options["maxNesting"] = MAX_NESTING
     parser.enable(["table", "strikethrough", "linkify"]).disable(["image"])
-    parser.use(tasklists_plugin)
+    parser.use(tasklists)
     parser.validateLink = _safe_link
     # A wide table scrolls on its own, not the whole thread.
     parser.add_render_rule("table_open", lambda *_: '<div class="table-wrap"><table>\n')
@@ -140,6 +188,14 @@ def render_markdown(text: str) -> str:
     """Sanitized HTML for ``text``; the plain text, escaped, when it cannot be formatted."""
     if not text or not text.strip():
         return ""
+    head = markdown_head(text)
+    return _formatted(text[:head]) + plain_html(text[head:])
+
+
+def _formatted(text: str) -> str:
+    if not text.strip():
+        return ""
+    _highlight_left.set(HIGHLIGHT_LIMIT)
     try:
         tokens = _md.parse(text)
         _adjust(tokens)

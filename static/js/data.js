@@ -20,7 +20,7 @@ function describe(doc) {
   const facts = doc.facts && typeof doc.facts === "object" ? Object.keys(doc.facts).length : 0;
   return [
     "This file holds " + plural(facts, "fact", "facts") + ", " + plural(sessions.length, "session", "sessions") + ", " + plural(topics.length, "topic", "topics") + " and " + plural(messages, "message", "messages") + (doc.agent ? " of " + doc.agent : "") + ".",
-    "Import adds what is not here yet and updates the topics that changed; nothing is removed.",
+    "Import adds what is not here yet and updates the topics that changed; nothing is removed, and a fact set here after the file was exported keeps its value.",
   ];
 }
 
@@ -31,10 +31,17 @@ function showPreview(lines, problem = false) {
   preview.hidden = false;
 }
 
+function factsLine(report) {
+  const keys = (list) => (list.length ? " (" + list.join(", ") + ")" : "");
+  const [added, changed, skipped] = [report.facts_added || [], report.facts_changed || [], report.facts_skipped || []];
+  return "Facts: " + added.length + " added" + keys(added) + ", " + changed.length + " changed" + keys(changed) + ", " + skipped.length + " skipped, newer here" + keys(skipped) + ".";
+}
+
 function result(report) {
   const added = report.sessions_created + report.topics_created + report.messages_created;
-  if (!added && !report.topics_updated) return "Imported: nothing changed, everything in the file was already here (" + plural(report.facts, "fact", "facts") + " checked).";
-  return "Imported: " + plural(report.sessions_created, "session", "sessions") + ", " + plural(report.topics_created, "topic", "topics") + " and " + plural(report.messages_created, "message", "messages") + " added; " + plural(report.topics_updated, "topic", "topics") + " updated; " + plural(report.facts, "fact", "facts") + " merged.";
+  const facts = (report.facts_added || []).length + (report.facts_changed || []).length;
+  if (!added && !report.topics_updated && !facts) return "Imported: nothing changed, everything in the file was already here. " + factsLine(report);
+  return "Imported: " + plural(report.sessions_created, "session", "sessions") + ", " + plural(report.topics_created, "topic", "topics") + " and " + plural(report.messages_created, "message", "messages") + " added; " + plural(report.topics_updated, "topic", "topics") + " updated. " + factsLine(report);
 }
 
 if (form) {
@@ -53,6 +60,12 @@ if (form) {
     }
     if (!doc || typeof doc !== "object" || Array.isArray(doc)) {
       showPreview(["“" + file.name + "” is JSON but not a Driftless export."], true);
+      return;
+    }
+    try {  // the server's own check: the preview refuses what the import would refuse
+      await api.post(url("memoryImport", {}, { agent: $("import-agent").value, check: "1" }), doc);
+    } catch (err) {
+      showPreview(["“" + file.name + "” cannot be imported: " + err.message], true);
       return;
     }
     documentToImport = doc;
