@@ -24,6 +24,8 @@ _MESSAGE_FIELDS = (
     "tool_calls",
     "tool_call_id",
     "tool_name",
+    "memory_trace",
+    "versions",
     "created_at",
 )
 
@@ -74,5 +76,7 @@ def _topic_text(topic: Topic, *, first: bool, include_sessions: bool) -> Iterato
     for number, row in enumerate(rows):
         message = dict(zip(_MESSAGE_FIELDS, row, strict=True))
         message["created_at"] = message["created_at"].isoformat()
+        message["memory_trace"] = message["memory_trace"] or {}
+        message["versions"] = message["versions"] or []
         yield ("" if number == 0 else ", ") + json.dumps(message, ensure_ascii=False)
     yield "]}"
