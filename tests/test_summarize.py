@@ -8,8 +8,8 @@ from memory.actions.summarize import (
     SUMMARY_PROMPT,
     SUMMARY_SCHEMA,
     do_summarize_topic,
-    fallback_title,
 )
+from memory.actions.topic_summary import fallback_title
 from memory.models import MemoryDecision, MemoryState, Notes
 from memory.stores.persistent import memory_cache_key
 from tests.evaluation_helpers import SUBJECT_A, converse, say, summary_answer

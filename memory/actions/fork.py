@@ -25,11 +25,11 @@ from django.db import transaction
 from memory.actions.summarize import (
     PreparedSummary,
     confirm_summary,
-    fallback_title,
     prepare_summary,
     topic_history,
     with_fresh_summary,
 )
+from memory.actions.topic_summary import fallback_title
 from memory.actions.topics import close_topic
 from memory.drift.detectors import DriftDetector, DriftVerdict, Turn
 from memory.drift.llm import LLMDriftDetector, Subject
