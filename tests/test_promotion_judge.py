@@ -7,6 +7,8 @@ the threshold (memory/actions/promotion.py). The seed's rules come first: only a
 and the user's choice wins.
 """
 
+import json
+
 import pytest
 
 from memory.actions.curation import do_user_curation
@@ -33,12 +35,26 @@ def summarize(topic):
     return topic
 
 
+USER_WORDS = [text for role, text in SUBJECT_A if role == "user"]
+
+
 def test_a_true_the_judge_doubts_is_not_promoted(fake_openai, topic):
     fake_openai.reply_json(summary_answer(keep=True))
-    fake_openai.reply_yes_no(0.45)
+    for p_yes in (0.45, 0.3, 0.59):  # one answer per message of the user
+        fake_openai.reply_yes_no(p_yes)
 
     assert summarize(topic).memory_state == MemoryState.NONE
     assert topic.title == "Balcony garden"  # the summary itself is kept
+    assert len(fake_openai.requests) == 1 + len(USER_WORDS)
+
+
+def test_one_message_stating_a_lasting_fact_is_enough(fake_openai, topic):
+    fake_openai.reply_json(summary_answer(keep=True))
+    fake_openai.reply_yes_no(0.2)
+    fake_openai.reply_yes_no(0.65)  # the judge stops here
+
+    assert summarize(topic).memory_state == MemoryState.PROMOTED
+    assert len(fake_openai.requests) == 3
 
 
 def test_a_true_the_judge_confirms_is_promoted(fake_openai, topic):
@@ -48,21 +64,22 @@ def test_a_true_the_judge_confirms_is_promoted(fake_openai, topic):
     assert summarize(topic).memory_state == MemoryState.PROMOTED
 
 
-def test_the_judge_reads_its_rubric_and_the_users_words_for_one_token(fake_openai, topic):
+def test_the_judge_reads_its_rubric_and_one_message_of_the_user_for_one_token(fake_openai, topic):
     fake_openai.reply_json(summary_answer(keep=True))
-    fake_openai.reply_yes_no(0.7)
+    for _ in USER_WORDS:
+        fake_openai.reply_yes_no(0.1)
 
     summarize(topic)
 
-    judge_call = fake_openai.requests[1]
-    assert judge_call["messages"][0] == {"role": "system", "content": PROMOTION_RUBRIC}
-    asked = judge_call["messages"][1]["content"]
-    for role, text in SUBJECT_A:
-        assert (f"User: {text}" in asked) == (role == "user")  # only what the user said
-    assert asked.endswith(PROMOTION_QUESTION)
-    assert "response_format" not in judge_call
-    assert judge_call["max_tokens"] == 1 and judge_call["logprobs"] is True
-    assert judge_call["top_logprobs"] >= 2 and judge_call["temperature"] == 0
+    judge_calls = fake_openai.requests[1:]
+    for call, text in zip(judge_calls, USER_WORDS, strict=True):
+        assert call["messages"] == [
+            {"role": "system", "content": PROMOTION_RUBRIC},
+            {"role": "user", "content": f"Message: {text}\n\n{PROMOTION_QUESTION}"},
+        ]
+        assert "response_format" not in call
+        assert call["max_tokens"] == 1 and call["logprobs"] is True
+        assert call["top_logprobs"] >= 2 and call["temperature"] == 0
 
 
 def test_what_a_tool_or_the_assistant_said_is_not_the_judges_to_read(fake_openai, session):
@@ -77,11 +94,13 @@ def test_what_a_tool_or_the_assistant_said_is_not_the_judges_to_read(fake_openai
         tool_name="web_fetch",
     )
     fake_openai.reply_json(summary_answer(keep=True))
-    fake_openai.reply_yes_no(0.7)
+    for _ in USER_WORDS:
+        fake_openai.reply_yes_no(0.1)
 
     summarize(session.active_topic())
 
-    asked = fake_openai.requests[1]["messages"][1]["content"]
+    asked = json.dumps([r["messages"] for r in fake_openai.requests[1:]])
+    assert len(fake_openai.requests) == 1 + len(USER_WORDS)
     assert "evil.example" not in asked and "wants this kept" not in asked
 
 

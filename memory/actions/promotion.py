@@ -2,13 +2,15 @@
 
 A 1.5B model answers the specification's summary prompt with ``include_in_memory: true``
 for nearly every conversation (14 of 15 casual ones, docs/measurements.md). When
-``PROMOTION_JUDGE_THRESHOLD`` is above 0, a ``true`` is checked by one more call: a rubric
-of its own (what is durable, what is casual), the conversation exactly as the summary
-call sent it, and one word to answer, "yes" or "no". The answer is one token at
-temperature 0, and its log-probabilities (``ChatModel.yes_probability``) give P(yes): the
-call costs reading the prompt, nothing to generate. The topic is promoted only when P(yes)
-reaches the threshold, chosen on the tune half of the labelled set (docs/memory.md,
-"Promotion"; the model's bare "yes" is near a coin toss, its probability is not).
+``PROMOTION_JUDGE_THRESHOLD`` is above 0, a ``true`` is checked by a judge with a rubric of
+its own: each of the user's newest messages (``JUDGE_MESSAGES``), one at a time, with one
+word to answer, "yes" (it states something lasting about the user) or "no". Each answer
+is one token at temperature 0, and its log-probabilities (``ChatModel.yes_probability``)
+give P(yes); the topic's score is the highest, and the judge stops at the first message
+that reaches the threshold. A call costs reading one message after a rubric the server
+keeps cached, nothing to generate. The topic is promoted only when the score reaches the
+threshold, chosen on the tune half of the labelled set (docs/memory.md, "Promotion"; the
+model's bare "yes" is near a coin toss, its probability over one message is not).
 
 The seed's rules are unchanged and come first: only a strict boolean ``true`` from the
 summary is looked at again (the judge can only take a promotion away, never add one), a
@@ -31,30 +33,17 @@ from memory.models import Message
 
 logger = logging.getLogger(__name__)
 
-# The rubric: what "durable" means, with short examples of what a small model confuses (a
-# user who mentions where they are today is not telling a lasting fact). Only the user's
-# own words are judged: what the assistant or a tool said is not the user's to remember.
-PROMOTION_RUBRIC = """You read what a user said to an assistant and decide whether the
-assistant should remember it in future conversations, weeks from now.
-Say yes when the user states something lasting about themselves: a decision they made, a
-preference about how to be answered (language, units, format, a nickname), a plan with a
-date, a constraint (an allergy, a diet, a health condition, a rule about their time), or
-a fact about their life or work (job, city, family, pet).
-Say no when the user only asks questions, wants trivia, a joke, a fun fact, a translation,
-a calculation or a quick how-to, or chats, even when they are friendly or mention where
-they are or what they are doing right now.
-Examples:
-"I'm allergic to kiwi." -> yes
-"Tell me a joke about cats." -> no
-"I'm at the office printer and it keeps jamming, what do I do?" -> no
-"From next month I work four days a week, Fridays off." -> yes
-"Who won the Tour de France in 1998? I'm watching a stage now." -> no
-"Llámame Lupe, por favor." -> yes
-Answer with one word: yes or no."""
-PROMOTION_QUESTION = "Should the assistant remember this? Answer yes or no."
-# The user's words the judge reads: the newest that fit, each message clipped.
+# The rubric, for one message of the user at a time: a 1.5B model tells "this sentence
+# states a lasting fact about the user" far better than it weighs a whole conversation
+# (docs/measurements.md). Only the user's own words are judged: what the assistant or a
+# tool said is not the user's to remember.
+PROMOTION_RUBRIC = """You read one message a user wrote to an assistant. Does the message tell something lasting about the user that the assistant should remember for weeks: their name or nickname, a preference about how to be answered, a plan with a date, an allergy, diet or health condition, a rule about their time, a decision they made, or a fact about their life or work (job, home city, family, pet)?
+Say no for questions, requests for trivia, jokes, translations, calculations or how-tos, thanks, small talk, and for where the user is or what they are doing right now.
+Answer with one word: yes or no."""  # noqa: E501 (one paragraph, as the model read it)
+PROMOTION_QUESTION = "Lasting fact about the user? Answer yes or no."
+# What the judge reads: the newest user messages, each clipped.
+JUDGE_MESSAGES = 8
 JUDGE_MESSAGE_CHARS = 1000
-JUDGE_INPUT_CHARS = 6000
 
 
 # The threshold chosen for Qwen2.5-Coder-1.5B on the tune half (docs/memory.md,
@@ -74,29 +63,26 @@ def judge_threshold() -> float:
     return float(settings.PROMOTION_JUDGE_THRESHOLD)
 
 
-def judge_messages(history: Sequence[Message]) -> list[dict]:
-    """The rubric, then what the user said in the topic (the newest that fit)."""
-    said: list[str] = []
-    total = 0
-    for message in reversed(history):
-        if message.role != Message.Role.USER or not message.content.strip():
-            continue
-        line = f"User: {clip(message.content.strip(), JUDGE_MESSAGE_CHARS)}"
-        if said and total + len(line) > JUDGE_INPUT_CHARS:
-            break
-        said.append(line)
-        total += len(line)
-    words = "\n".join(reversed(said))
+def judge_messages(text: str) -> list[dict]:
+    """The rubric, then one message of the user."""
+    said = clip(text.strip(), JUDGE_MESSAGE_CHARS)
     return [
         {"role": "system", "content": PROMOTION_RUBRIC},
-        {"role": "user", "content": f"What the user said:\n{words}\n\n{PROMOTION_QUESTION}"},
+        {"role": "user", "content": f"Message: {said}\n\n{PROMOTION_QUESTION}"},
     ]
 
 
-def durable_probability(history: Sequence[Message]) -> float:
-    """The judge's P(yes) for a topic's messages. Raises LLMError."""
+def durable_probability(history: Sequence[Message], *, enough: float | None = None) -> float:
+    """The judge's P(yes) for a topic: the highest over the user's newest messages (it
+    stops at the first that reaches ``enough``). Raises LLMError."""
+    said = [m.content for m in history if m.role == Message.Role.USER and m.content.strip()]
     model = get_chat_model("summary")
-    return model.yes_probability(messages=judge_messages(history))
+    best = 0.0
+    for text in said[-JUDGE_MESSAGES:]:
+        best = max(best, model.yes_probability(messages=judge_messages(text)))
+        if enough is not None and best >= enough:
+            break
+    return best
 
 
 def judged(include: bool, probability: float | None, threshold: float) -> bool:
@@ -115,7 +101,7 @@ def decide_promotion(history: Sequence[Message], *, include: bool) -> PromotionV
     if include is not True or threshold <= 0:
         return PromotionVerdict(include=include is True, probability=None)
     try:
-        probability = durable_probability(history)
+        probability = durable_probability(history, enough=threshold)
     except LLMError as err:
         logger.info("promotion judge failed; the topic is not promoted: %s", err)
         return PromotionVerdict(include=False, probability=None, detail=str(err))
