@@ -36,14 +36,14 @@ from bench.summary_labels import decision, load_labels, ratio, run_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.80
-SWEEP = (0.5, 0.55, 0.6, 0.62, 0.64, 0.66, 0.68, 0.7, 0.72, 0.75, 0.8)
+SWEEP = (0.5, 0.52, 0.53, 0.54, 0.55, 0.56, 0.57, 0.58, 0.6, 0.62, 0.65, 0.7)
 
 
 def agreement(rows: list[dict], decide) -> tuple[int, int]:
     return sum(decide(r) == r["durable"] for r in rows), len(rows)
 
 
-def pct(part: int, whole: int) -> str:
+def pct(part: int = 0, whole: int = 0) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "-"
 
 
@@ -65,15 +65,18 @@ def report(rows: list[dict], threshold: float, judge: bool) -> dict:
 
     valid = [r for r in rows if r["valid"]]
     durable = [r for r in valid if r["durable"]]
+    flagged = [r for r in rows if r["include"] is not None]  # none with --judge-only
     result = {
         "conversations": len(rows),
-        "valid_json": ratio(len(valid), len(rows)),
-        "faithful_on_durable": ratio(sum(bool(r.get("kept")) for r in durable), len(durable)),
+        "valid_json": ratio(len(valid), len(rows)) if flagged else "-",
+        "faithful_on_durable": (
+            ratio(sum(bool(r.get("kept")) for r in durable), len(durable)) if flagged else "-"
+        ),
         "threshold": threshold if judge else None,
         "agreement": agreement(rows, kept),
-        "agreement_flag_alone": agreement(rows, flag),
+        "agreement_flag_alone": agreement(rows, flag) if flagged else None,
         "by_group": breakdown(rows, kept),
-        "by_group_flag_alone": breakdown(rows, flag),
+        "by_group_flag_alone": breakdown(rows, flag) if flagged else None,
     }
     if judge:
         result["sweep_flag_and_judge"] = {
@@ -87,20 +90,21 @@ def report(rows: list[dict], threshold: float, judge: bool) -> dict:
 
 
 def print_report(result: dict) -> None:
-    design = (
-        f"flag and judge P(yes) >= {result['threshold']}" if result["threshold"] else "flag alone"
-    )
+    design = f"judge >= {result['threshold']}" if result["threshold"] else "flag alone"
+    if result["agreement_flag_alone"] is None:
+        design += " (judge only)"
     print(f"\npromotion against the labels: {result['conversations']} conversations")
     print(f"  valid JSON                 {result['valid_json']}")
     print(f"  faithful (keep words)      {result['faithful_on_durable']} durable summaries")
     print(f"  {'':<24} {'kept design':>16} {'baseline':>16}")
     print(f"  {'design':<24} {design:>16} {'summary flag':>16}")
+    baseline = result["by_group_flag_alone"] or {}
     print(
         f"  {'overall':<24} {pct(*result['agreement']):>16} "
-        f"{pct(*result['agreement_flag_alone']):>16}"
+        f"{pct(*(result['agreement_flag_alone'] or ())):>16}"
     )
     for name, value in result["by_group"].items():
-        print(f"  {name:<24} {pct(*value):>16} {pct(*result['by_group_flag_alone'][name]):>16}")
+        print(f"  {name:<24} {pct(*value):>16} {pct(*baseline.get(name, ())):>16}")
     if "sweep_flag_and_judge" in result:
         print(f"\n  {'threshold':<10} {'flag and judge':>16} {'judge alone':>16}")
         for t, value in result["sweep_flag_and_judge"].items():
