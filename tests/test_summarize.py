@@ -4,11 +4,11 @@ import pytest
 from django.core.cache import cache
 
 from memory.actions.curation import do_user_curation
+from memory.actions.digest import fallback_title
 from memory.actions.summarize import (
     SUMMARY_PROMPT,
     SUMMARY_SCHEMA,
     do_summarize_topic,
-    fallback_title,
 )
 from memory.models import MemoryDecision, MemoryState, Notes
 from memory.stores.persistent import memory_cache_key

@@ -24,7 +24,8 @@ pass-through (bench.real_model.proxy) that notes every call the product makes.
   (``llm``; ``auto`` skips only windows with no user turn, none in this data).
 * ``summary``: the product's summary call on the labelled conversations of
   bench/data/summary-labels-test.jsonl (or ``--summary-data``): valid JSON,
-  ``include_in_memory`` against the label, the durable fact kept.
+  ``include_in_memory`` against the label, the durable fact kept (bench/summary_labels.py,
+  shared with ``python -m bench.summary_quality``, which scores it by language and label).
 * ``cache``: time to first token over a conversation of ``--cache-turns`` turns, the
   product's append-only window (the server reuses the cached prefix) against a strict
   sliding window (drop the oldest turn each time) and a cold prompt; the ratio of medians.
@@ -53,12 +54,11 @@ from bench.real_model.measures import (
     DRIFT_IDS,
     print_cache,
     print_drift,
-    print_summaries,
     run_cache,
     run_drift,
-    run_summaries,
 )
 from bench.real_model.proxy import RecordingProxy
+from bench.summary_labels import print_summaries, run_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 

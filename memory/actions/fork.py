@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 
 from django.db import transaction
 
+from memory.actions.digest import fallback_title
 from memory.actions.summarize import (
     PreparedSummary,
     confirm_summary,
-    fallback_title,
     prepare_summary,
     topic_history,
     with_fresh_summary,

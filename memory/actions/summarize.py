@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
@@ -59,11 +58,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.actions.capture import (
+    capture_enabled,
+    capture_facts,
+    store_captured_facts,
+)
+from memory.actions.digest import TopicSummary, fallback_summary
+from memory.actions.promotion import decide_promotion
 from memory.actions.titles import settled_title
 from memory.events import publish_on_commit, topic_updated
 from memory.lib.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from memory.lib.spec import MIN_MEMORY_TURNS
-from memory.lib.text import UNTITLED_TOPIC, clip, one_line, shorten
+from memory.lib.text import clip, one_line, shorten
 from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import is_outside_text
 from memory.llm import LLMError, fit_to_context, get_chat_model, strip_reasoning
@@ -100,8 +106,6 @@ SUMMARY_SCHEMA = {
 }
 
 TITLE_LIMIT = 120  # characters; the column holds 200
-FALLBACK_TITLE_LIMIT = 60
-FALLBACK_SUMMARY_LIMIT = 300
 
 # What one message may contribute to the transcript, in characters. A tool result is
 # evidence of what was done, rarely worth more than its gist; the user's and the
@@ -116,18 +120,6 @@ NOTES_SHARE = 4
 STALE_ATTEMPTS = 3
 
 SummaryMode = Literal["full", "incremental"]
-
-
-@dataclass(frozen=True)
-class TopicSummary:
-    title: str
-    summary: str
-    keep_in_memory: bool  # after the threshold and the fallback rule, before the user guard
-    fallback: bool
-    detail: str  # why a fallback was taken or the summary kept, for the logs; "" otherwise
-    through_seq: int = 0  # the last message this summary covers
-    kept: bool = False  # leave the topic's title, summary and flag as they are
-    suggested: bool = False  # would promote, but drawn from outside tool results
 
 
 @dataclass(frozen=True)
@@ -339,6 +331,13 @@ def generate_summary(
             return _kept(topic, str(err), topic.summarized_through_seq)
         logger.info("summary fell back to the first user message: %s", err)
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
+    # A small model's flag is looked at again (memory/actions/promotion.py), and what the
+    # user stated is captured as facts (memory/actions/capture.py), when configured.
+    verdict = decide_promotion(messages, include=include)
+    include = verdict.include
+    facts = ()
+    if include and capture_enabled():
+        facts = capture_facts(call.messages, title=title, summary=summary, history=messages)
     if include and outside:
         logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])
     return TopicSummary(
@@ -349,6 +348,7 @@ def generate_summary(
         detail="",
         through_seq=call.through_seq,
         suggested=include and turns >= MIN_MEMORY_TURNS and bool(outside),
+        facts=facts,
     )
 
 
@@ -391,32 +391,6 @@ def parse_summary_answer(answer: object) -> tuple[str, str, bool]:
     # Only a strict boolean true promotes: "true", 1 and a missing key are all false.
     include = answer.get("include_in_memory") is True
     return title, summary, include
-
-
-def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicSummary:
-    """Title and summary from the first user message; a fallback never promotes."""
-    first = next(
-        (m.content for m in messages if m.role == Message.Role.USER and m.content.strip()), ""
-    )
-    text = " ".join(first.split())
-    return TopicSummary(
-        title=fallback_title(first),
-        summary=one_line(text, FALLBACK_SUMMARY_LIMIT, at_word=True),
-        keep_in_memory=False,
-        fallback=True,
-        detail=detail,
-    )
-
-
-_MARKDOWN_MARKUP = re.compile(r"[*_`~#>]+|^\s*(?:[-+]|\d+[.)])\s+")
-
-
-def fallback_title(text: str) -> str:
-    """A short label from a message: its first line without Markdown markup, cut at a
-    word boundary."""
-    first_line = next((line for line in text.splitlines() if line.strip()), "")
-    plain = _MARKDOWN_MARKUP.sub("", first_line)
-    return one_line(plain, FALLBACK_TITLE_LIMIT, at_word=True) or UNTITLED_TOPIC
 
 
 # --- prepare with no lock, confirm under it -----------------------------------------------
@@ -565,6 +539,8 @@ def apply_summary(*, topic: Topic, summary: TopicSummary) -> bool:
     apply_summarizer_flag(
         topic=topic, keep_in_memory=summary.keep_in_memory, suggested=summary.suggested
     )
+    if summary.facts:
+        store_captured_facts(topic=topic, facts=summary.facts)
     return text_changed or (topic.keep_in_memory, topic.memory_suggested) != before
 
 
