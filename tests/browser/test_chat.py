@@ -113,7 +113,10 @@ def test_a_reply_of_eight_thousand_nested_quotes_is_shown_as_text_and_the_page_w
     page = open_chat(session)  # waits for the socket: it connected
 
     replies = page.locator(".msg-assistant .md")
-    assert replies.first.inner_text() == deep  # the text itself, whole
+    # The text itself, whole and in order: past the renderer's work budget the rest is
+    # shown as plain text after the formatted head (memory/text/markdown.py), so the one
+    # line may break where the head ends.
+    assert "".join(replies.first.inner_text().split()) == "".join(deep.split())
     assert replies.first.locator("blockquote").count() == 0
     assert replies.last.locator("strong").inner_text() == "later"
     page.get_by_label("Message Drift").fill("Still there?")
