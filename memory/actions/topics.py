@@ -75,28 +75,38 @@ def _start_locked(
 ) -> Topic:
     with transaction.atomic():
         Session.objects.select_for_update().filter(pk=session.pk).get()
-        prior = (
-            Topic.objects.select_for_update(of=("self",))
-            .select_related("session")
-            .filter(session_id=session.pk, is_active=True)
-            .first()
-        )
-        if prior is not None:
-            history = topic_history(prior)
-            summary = None
-            if history:
-                summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
-            close_topic(
-                prior,
-                summary=summary,
-                evaluated_through=history[-1].seq if history else prior.evaluated_through_seq,
-            )
+        prior = _close_active(session.pk, prepared=prepared, accept_stale=accept_stale)
         topic = Topic.objects.create(session_id=session.pk, origin=Topic.Origin.USER)
         Session.objects.filter(pk=session.pk).exclude(drift_result="").update(drift_result="")
         publish_on_commit(
             session.pk, topic_created(topic=topic, previous=prior, relocated_message_ids=[])
         )
     return topic
+
+
+def _close_active(
+    session_id: int, *, prepared: PreparedSummary | None, accept_stale: bool
+) -> Topic | None:
+    """Close the session's active topic, if any, as a new topic closes it: its summary
+    confirmed (or refreshed), its notes archived. Inside the caller's transaction, with
+    the session's row locked. Returns the topic closed."""
+    prior = (
+        Topic.objects.select_for_update(of=("self",))
+        .select_related("session")
+        .filter(session_id=session_id, is_active=True)
+        .first()
+    )
+    if prior is not None:
+        history = topic_history(prior)
+        summary = None
+        if history:
+            summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
+        close_topic(
+            prior,
+            summary=summary,
+            evaluated_through=history[-1].seq if history else prior.evaluated_through_seq,
+        )
+    return prior
 
 
 def do_resume_topic(*, topic: Topic) -> Topic:
@@ -129,22 +139,8 @@ def _resume_locked(topic: Topic, *, prepared: PreparedSummary | None, accept_sta
         topic = locked.get(pk=topic.pk)
         if topic.is_active:
             return topic
-        prior = (
-            Topic.objects.select_for_update(of=("self",))
-            .select_related("session")
-            .filter(session_id=topic.session_id, is_active=True)
-            .first()
-        )
+        prior = _close_active(topic.session_id, prepared=prepared, accept_stale=accept_stale)
         if prior is not None:
-            history = topic_history(prior)
-            summary = None
-            if history:
-                summary = confirm_summary(prepared, topic=prior, accept_stale=accept_stale)
-            close_topic(
-                prior,
-                summary=summary,
-                evaluated_through=history[-1].seq if history else prior.evaluated_through_seq,
-            )
             publish_on_commit(topic.session_id, topic_updated(prior, reason="resumed"))
         topic.is_active = True
         topic.closed_at = None
