@@ -22,10 +22,9 @@ write that scope only, so the record never names anything of another one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 
-from memory.lib.tool_words import describe_tool_result
+from memory.lib.tool_words import describe_tool_result, json_object
 from memory.models import Message
 
 # The kinds of ``carried``, in the order the chat lists them.
@@ -57,7 +56,7 @@ def _changes(activity: Iterable[Message]) -> list[dict]:
         if message.role != Message.Role.TOOL:
             continue
         arguments = (calls.get(message.tool_call_id) or {}).get("arguments") or "{}"
-        change = _change(message, _as_dict(arguments), _as_dict(message.content))
+        change = _change(message, json_object(arguments), json_object(message.content))
         if change is not None:
             change["sentence"] = describe_tool_result(message.tool_name, arguments, message.content)
             changes.append(change)
@@ -81,12 +80,3 @@ def _change(message: Message, args: dict, data: dict) -> dict | None:
         topic_id = data.get("topic_id", args.get("topic_id", message.topic_id))
         return {"kind": "topic", "action": str(args.get("action", "")), "topic_id": topic_id}
     return None
-
-
-def _as_dict(value: object) -> dict:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}

@@ -48,8 +48,8 @@ _ACTION_WORDS = {
 
 def describe_tool_result(name: str, arguments: Any, result: Any) -> str:
     """One sentence for a call of tool ``name``; arguments and result as stored (JSON text)."""
-    args = _as_dict(arguments)
-    data = _as_dict(result)
+    args = json_object(arguments)
+    data = json_object(result)
     if "error" in data:
         return f"{name} failed: {_short(data['error'])}"
     operation = args.get("operation")
@@ -116,7 +116,9 @@ def _recall_sentence(data: dict) -> str:
     return f"Read {turns} turn{'s' if turns != 1 else ''} of a past chat (“{where}”{day})."
 
 
-def _as_dict(value: Any) -> dict:
+def json_object(value: Any) -> dict:
+    """A tool call's arguments or result as a dict: parsed when it is JSON text, ``{}``
+    when it is not an object."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
