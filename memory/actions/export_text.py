@@ -13,21 +13,16 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memory.actions.portability import EXPORT_SESSIONS_AT_ONCE, export_header, topic_document
+from memory.actions.portability import (
+    EXPORT_SESSIONS_AT_ONCE,
+    MESSAGE_FIELDS,
+    export_header,
+    message_document,
+    topic_document,
+)
 from memory.models import Message, Session, Topic
 
 MESSAGES_AT_ONCE = 2_000
-_MESSAGE_FIELDS = (
-    "seq",
-    "role",
-    "content",
-    "tool_calls",
-    "tool_call_id",
-    "tool_name",
-    "memory_trace",
-    "versions",
-    "created_at",
-)
 
 
 def _open(document: dict[str, Any], last: str) -> str:
@@ -70,13 +65,10 @@ def _topic_text(topic: Topic, *, first: bool, include_sessions: bool) -> Iterato
     rows = (
         Message.objects.filter(topic=topic)
         .order_by("seq")
-        .values_list(*_MESSAGE_FIELDS)
+        .values_list(*MESSAGE_FIELDS)
         .iterator(chunk_size=MESSAGES_AT_ONCE)
     )
     for number, row in enumerate(rows):
-        message = dict(zip(_MESSAGE_FIELDS, row, strict=True))
-        message["created_at"] = message["created_at"].isoformat()
-        message["memory_trace"] = message["memory_trace"] or {}
-        message["versions"] = message["versions"] or []
+        message = message_document(dict(zip(MESSAGE_FIELDS, row, strict=True)))
         yield ("" if number == 0 else ", ") + json.dumps(message, ensure_ascii=False)
     yield "]}"

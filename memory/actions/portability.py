@@ -185,21 +185,37 @@ def topic_document(topic: Topic) -> dict[str, Any]:
     }
 
 
+# A message as an export holds it, the fields in this order (the streamed export,
+# memory/actions/export_text.py, reads these columns and writes the same record).
+MESSAGE_FIELDS = (
+    "seq",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "memory_trace",
+    "versions",
+    "created_at",
+)
+
+
+def message_document(values: dict[str, Any]) -> dict[str, Any]:
+    """One message of an export from its ``MESSAGE_FIELDS`` values."""
+    return {
+        **values,
+        "memory_trace": values["memory_trace"] or {},
+        "versions": values["versions"] or [],
+        "created_at": _date(values["created_at"]),
+    }
+
+
 def _messages_by_topic(topics) -> dict[int, list[dict]]:
     grouped: dict[int, list[dict]] = {}
-    for message in Message.objects.filter(topic__in=topics).order_by("session_id", "seq"):
-        grouped.setdefault(message.topic_id, []).append(
-            {
-                "seq": message.seq,
-                "role": message.role,
-                "content": message.content,
-                "tool_calls": message.tool_calls,
-                "tool_call_id": message.tool_call_id,
-                "tool_name": message.tool_name,
-                "memory_trace": message.memory_trace or {},
-                "versions": message.versions or [],
-                "created_at": _date(message.created_at),
-            }
+    rows = Message.objects.filter(topic__in=topics).order_by("session_id", "seq")
+    for topic_id, *values in rows.values_list("topic_id", *MESSAGE_FIELDS):
+        grouped.setdefault(topic_id, []).append(
+            message_document(dict(zip(MESSAGE_FIELDS, values, strict=True)))
         )
     return grouped
 
