@@ -321,7 +321,8 @@ def generate_summary(
     outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
         agent = topic.session.agent if topic is not None else None
-        answer = get_chat_model("summary", agent=agent).complete_json(
+        model = get_chat_model("summary", agent=agent)
+        answer = model.complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
         )
         title, summary, include = parse_summary_answer(answer)
@@ -333,8 +334,7 @@ def generate_summary(
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
     # A small model's flag is looked at again (memory/actions/promotion.py), and what the
     # user stated is captured as facts (memory/actions/capture.py), when configured.
-    verdict = decide_promotion(messages, include=include)
-    include = verdict.include
+    include = decide_promotion(messages, include=include, model_name=model.name).include
     facts = ()
     if include and capture_enabled():
         facts = capture_facts(call.messages, title=title, summary=summary, history=messages)
