@@ -229,8 +229,11 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     as they stream, and its end (the reply, turn.done) once the lock is released."""
     with outbox(session.pk):
         with (
-            leases.session_lock(session.pk),
-            leases.turn_slots(user_id=session.user_id, organization_id=session.organization_id),
+            leases.turn_leases(
+                session_id=session.pk,
+                user_id=session.user_id,
+                organization_id=session.organization_id,
+            ),
             stops.watching(session.pk) as stop,
         ):
             result = _run_turn(session=session, user_message=user_message(), stop=stop)
