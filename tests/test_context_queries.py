@@ -10,13 +10,13 @@ from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-# session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
+# session+agent, topics, window (its rows with the topic's count), notes, facts, memory (miss), and recall's for
 # the latest message (memory/stores/recall/query.py): its statement timeout, the messages
 # with their topics and sessions (one statement, whatever the words), the topics, the notes,
 # the exchanges of its hits; recall by meaning (memory/stores/recall/vectors.py): the
 # scope's latest topics, the nearest ones' messages; and, inside a test's transaction, a
 # savepoint, its release and the timeout set back
-MAX_QUERIES = 17
+MAX_QUERIES = 16
 
 
 def count_queries(session) -> tuple[int, int]:
@@ -79,3 +79,14 @@ def test_assembly_runs_the_same_number_of_queries_at_10_and_at_2000_messages(
         stack = assemble_context(session=session)
     assert len([m for m in stack.messages if m["role"] != "system"]) <= 20
     assert stack.dropped  # the budget was exercised too
+
+
+def test_a_turns_assembly_does_not_read_again_the_session_it_was_given(session):
+    add_messages(session, 6)
+    session = Session.objects.select_related("agent").get(pk=session.pk)
+    assemble_context(session=session)  # the memory cache filled
+    with CaptureQueriesContext(connection) as again:
+        assemble_context(session=session)
+    with CaptureQueriesContext(connection) as given:
+        assemble_context(session=session, fresh_session=True)
+    assert len(given.captured_queries) == len(again.captured_queries) - 1

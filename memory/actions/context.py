@@ -47,7 +47,7 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Count, Q, Subquery
 from django.utils import timezone
 
 from memory.actions.recalled import recalled_text
@@ -154,6 +154,7 @@ def assemble_context(
     working_memory: str = "",
     today: date | None = None,
     profile: ModelProfile | None = None,
+    fresh_session: bool = False,
 ) -> ContextStack:
     """Build the stack for the session's active topic, ready for a chat call.
 
@@ -163,10 +164,11 @@ def assemble_context(
     ``profile`` (default: the agent's model's, memory/llm/profiles.py) shapes the turn: on
     a model that calls tools poorly, a turn whose message asks for no memory action
     carries no tools at all (memory/llm/shape.py), and the stable prefix never
-    lists them, so both shapes share it.
+    lists them, so both shapes share it. ``fresh_session``: the caller read ``session``
+    (with its agent) for this request, so it is not read again.
     """
-    # Fresh: the pipeline may have written drift_result in another process.
-    session = Session.objects.select_related("agent").get(pk=session.pk)
+    if not fresh_session:  # the pipeline may have written drift_result in another process
+        session = Session.objects.select_related("agent").get(pk=session.pk)
     agent = session.agent
     active, prior = _session_topics(session)
     window, span = trailing_window(
@@ -273,15 +275,18 @@ def inspect_context(*, session: Session) -> dict:
 def trailing_window(
     *, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES, block: int = ACTIVE_WINDOW_BLOCK
 ) -> tuple[list[dict], WindowSpan]:
-    """The topic's trailing window in OpenAI format, made valid, and its span (two queries:
-    the topic's message count, then the kept rows by the ``(topic, -seq)`` index)."""
+    """The topic's trailing window in OpenAI format, made valid, and its span (one query:
+    the newest ``size`` rows by the ``(topic, -seq)`` index, each with the topic's message
+    count, counted once; the span then says how many of them are kept)."""
     messages = Message.objects.filter(topic_id=topic_id).exclude(role=Message.Role.ERROR)
-    span = window_span(messages.count(), size=size, block=block)
+    total = messages.order_by().values("topic_id").annotate(total=Count("pk")).values("total")
     rows = list(
-        messages.order_by("-seq").values("role", "content", "tool_calls", "tool_call_id")[
-            : span.kept
-        ]
+        messages.annotate(total=Subquery(total))
+        .order_by("-seq")
+        .values("role", "content", "tool_calls", "tool_call_id", "total")[:size]
     )
+    span = window_span(rows[0]["total"] if rows else 0, size=size, block=block)
+    rows = rows[: span.kept]
     rows.reverse()
     return render_window(rows), span
 
