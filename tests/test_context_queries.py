@@ -10,8 +10,8 @@ from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-# session+agent, topics, window (its rows with the topic's count), notes, facts, memory (miss), and recall's for
-# the latest message (memory/stores/recall/query.py): its statement timeout, the messages
+# session+agent, topics, window (its rows with the topic's count), notes, facts, memory
+# (miss), and recall's for the latest message (memory/stores/recall/query.py): its statement timeout, the messages
 # with their topics and sessions (one statement, whatever the words), the topics, the notes,
 # the exchanges of its hits; recall by meaning (memory/stores/recall/vectors.py): the
 # scope's latest topics, the nearest ones' messages; and, inside a test's transaction, a

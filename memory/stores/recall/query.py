@@ -125,7 +125,7 @@ def scoped_messages(
     params = [*scope_params, queries, excluded, user_id, user_id, excluded, user_id, excluded]
     rows = (
         Message.objects.filter(pk__in=RawSQL(sql, params))
-        .select_related("topic", "session")
+        .with_place()
         .order_by("-pk")
     )
     return list(rows)
