@@ -11,11 +11,11 @@ from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
 # session+agent, topics, window (its rows with the topic's count), notes, facts, memory
-# (miss), and recall's for the latest message (memory/stores/recall/query.py): its statement timeout, the messages
-# with their topics and sessions (one statement, whatever the words), the topics, the notes,
-# the exchanges of its hits; recall by meaning (memory/stores/recall/vectors.py): the
-# scope's latest topics, the nearest ones' messages; and, inside a test's transaction, a
-# savepoint, its release and the timeout set back
+# (miss), and recall's for the latest message (memory/stores/recall/query.py): its statement
+# timeout, the messages with their topics and sessions (one statement, whatever the words),
+# the topics, the notes, the exchanges of its hits; recall by meaning
+# (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages;
+# and, inside a test's transaction, a savepoint, its release and the timeout set back
 MAX_QUERIES = 16
 
 
