@@ -226,7 +226,8 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     """Under the session's lock, take the user message (stored, or found for a retry) and
     answer it. The turn's events leave in three deliveries, whatever the tool rounds: its
     start (the user's message, turn.started) before the model is asked, the reply deltas
-    as they stream, and its end (the reply, turn.done) once the lock is released."""
+    as they stream, and its end (the reply's last delta, the reply, turn.done) once the
+    lock is released."""
     with outbox(session.pk):
         with (
             leases.turn_leases(
@@ -450,9 +451,9 @@ def _stream(
     flush_outbox()  # what happened so far is shown before the model is asked
     sent: list[str] = []
 
-    def send(text: str) -> None:  # each batch with the whole answer so far, rendered
+    def send(text: str, *, hold: bool = False) -> None:  # each with the whole answer so far
         sent.append(text)
-        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)))
+        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)), hold=hold)
 
     deltas = DeltaBatcher(send, seconds=settings.STREAM_BATCH_SECONDS)
     streamed: list[str] = []
@@ -465,9 +466,11 @@ def _stream(
         temperature=session.agent.temperature,
     )
     pump = Pump(answer, name=f"model-stream-{turn_id[:8]}")
+    final = False  # the answer ended in words only: its reply is stored next
     try:
         for item in pump.items(every=stops.CHECK_SECONDS):
             if isinstance(item, Completion):
+                final = not item.tool_calls
                 return item
             if item:
                 deltas.add(item)
@@ -480,6 +483,8 @@ def _stream(
             raise LLMError(str(err)) from err
         raise
     finally:
+        if final and (last := deltas.take()):  # leaves with the turn's end, stored next
+            send(last, hold=True)
         deltas.flush()  # what streamed is shown, even when the stream broke
         pump.abandon()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")
