@@ -312,13 +312,20 @@ async def measure_server(
     failures: list[str],
 ) -> list[dict]:
     """The rows of ``plan`` on ``server``; a row whose turns fail (an event that never came,
-    the row's timeout) is named in ``failures`` and the next row runs."""
+    the row's timeout, a socket the server closed) is named in ``failures`` and the next
+    row runs."""
+    from websockets.exceptions import ConnectionClosed
+
     from memory.lib.spec import EXIT_DEBOUNCE_SECONDS
 
     (warm_up,) = await asyncio.to_thread(population.clients, 1)
-    socket = await connect(server, warm_up)
-    await converse(socket, messages=2, tag="warm-up", reply="long")  # imports, pools, caches
-    await socket.close()
+    try:
+        socket = await connect(server, warm_up)
+        await converse(socket, messages=2, tag="warm-up", reply="long")  # imports, pools, caches
+        await socket.close()
+    except (TurnFailed, ConnectionClosed) as failed:
+        failures.append(f"{server.label}, warm-up: {failed}")
+        return []
     rows = []
     for clients, reply, messages, history in plan:
         await asyncio.sleep(EXIT_DEBOUNCE_SECONDS + SETTLE_SECONDS)
@@ -329,7 +336,7 @@ async def measure_server(
                 run_row(server, row_clients, messages=messages, reply=reply, users=users),
                 timeout=timeout,
             )
-        except (TurnFailed, TimeoutError) as failed:  # the run goes on; it fails at the end
+        except (TurnFailed, TimeoutError, ConnectionClosed) as failed:  # fails at the end
             print(
                 f"  {server.label}: {clients} {users} clients, {reply} replies: FAILED: "
                 f"{failed or 'row timeout'}",
