@@ -80,14 +80,3 @@ def test_assembly_runs_the_same_number_of_queries_at_10_and_at_2000_messages(
         stack = assemble_context(session=session)
     assert len([m for m in stack.messages if m["role"] != "system"]) <= 20
     assert stack.dropped  # the budget was exercised too
-
-
-def test_a_turns_assembly_does_not_read_again_the_session_it_was_given(session):
-    add_messages(session, 6)
-    session = Session.objects.select_related("agent").get(pk=session.pk)
-    assemble_context(session=session)  # the memory cache filled
-    with CaptureQueriesContext(connection) as again:
-        assemble_context(session=session)
-    with CaptureQueriesContext(connection) as given:
-        assemble_context(session=session, fresh_session=True)
-    assert len(given.captured_queries) == len(again.captured_queries) - 1

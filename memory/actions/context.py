@@ -153,7 +153,6 @@ def assemble_context(
     working_memory: str = "",
     today: date | None = None,
     profile: ModelProfile | None = None,
-    fresh_session: bool = False,
 ) -> ContextStack:
     """Build the stack for the session's active topic, ready for a chat call.
 
@@ -163,11 +162,10 @@ def assemble_context(
     ``profile`` (default: the agent's model's, memory/llm/profiles.py) shapes the turn: on
     a model that calls tools poorly, a turn whose message asks for no memory action
     carries no tools at all (memory/llm/shape.py), and the stable prefix never
-    lists them, so both shapes share it. ``fresh_session``: the caller read ``session``
-    (with its agent) for this request, so it is not read again.
+    lists them, so both shapes share it.
     """
-    if not fresh_session:  # the pipeline may have written drift_result in another process
-        session = Session.objects.select_related("agent").get(pk=session.pk)
+    # Fresh: the pipeline may have written drift_result in another process.
+    session = Session.objects.select_related("agent").get(pk=session.pk)
     agent = session.agent
     active, prior = _session_topics(session)  # with the notes and facts the turn reads
     window, span = trailing_window(

@@ -263,7 +263,6 @@ def _run_turn(*, session: Session, user_message: Message, stop: stops.StopSignal
                     session=session,
                     extra_tools=mcp.tool_schemas,
                     working_memory=mcp.status_note(),
-                    fresh_session=True,  # read for this request, by the socket or REST
                 )
                 _converse(session=session, stack=stack, mcp=mcp, result=result, stop=stop)
     except AccessEnded as err:
