@@ -28,6 +28,7 @@ def _install(*, existing: bool = True) -> None:
 
     def sql(execute, statement, params, many, context):
         _totals["sql"] += 1
+        _trace("sql", statement)
         return execute(statement, params, many, context)
 
     def wrap(sender, connection, **kwargs):
@@ -51,14 +52,35 @@ def _install(*, existing: bool = True) -> None:
     def pack_commands(self, commands):
         commands = list(commands)
         _totals["redis"] += len(commands)
+        for command in commands:
+            _trace("redis", " ".join(str(part)[:40] for part in command[:3]))
         return packed(self, commands)
 
     AbstractConnection.pack_commands = pack_commands
 
 
+def _trace(kind: str, text: str) -> None:
+    """With ``BENCH_TRACE_FILE`` set (a path), one line a statement or command: the thread,
+    the kind, its start, and the project's frames it came from: what a turn sends, and
+    why (``BENCH_TRACE_FILE=/tmp/trace.tsv python -m bench.chat_load --rows cpu``)."""
+    path = os.environ.get("BENCH_TRACE_FILE")
+    if not path:
+        return
+    import traceback
+
+    where = " < ".join(
+        f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}:{frame.name}"
+        for frame in reversed(traceback.extract_stack(limit=14)[:-2])
+        if "/memory/" in frame.filename or "/chat/" in frame.filename
+    )[:400]
+    with open(path, "a") as out:
+        out.write(f"{threading.current_thread().name}\t{kind}\t{text[:160]!r}\t{where}\n")
+
+
 def _counting(method):
     def counted(self, *args, **kwargs):
         _totals["redis"] += 1
+        _trace("redis", " ".join(str(part)[:40] for part in args[:3]))
         return method(self, *args, **kwargs)
 
     return counted

@@ -62,10 +62,10 @@ def build(messages: int):
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO memory_message (session_id, topic_id, seq, role, content, tool_calls,"
-            " tool_call_id, tool_name, model_name, stopped, created_at)"
+            " tool_call_id, tool_name, model_name, stopped, memory_trace, versions, created_at)"
             " SELECT %s, %s, n, CASE WHEN n %% 2 = 1 THEN 'user' ELSE 'assistant' END,"
             " 'message ' || n || ': ' || repeat('the plan for the week, ', 8), '[]'::jsonb,"
-            " '', '', '', false, now() FROM generate_series(1, %s) AS n",
+            " '', '', '', false, '{}'::jsonb, '[]'::jsonb, now() FROM generate_series(1, %s) AS n",
             [session.pk, topic.pk, messages],
         )
     Session.objects.filter(pk=session.pk).update(message_count=messages)

@@ -454,9 +454,11 @@ def events_json_schema() -> dict[str, Any]:
 # --- publishing -------------------------------------------------------------------------------
 
 
-def publish(session_id: int, event: Event) -> None:
+def publish(session_id: int, event: Event, *, hold: bool = False) -> None:
     """Send now (or with the other events of this moment, inside :func:`outbox`). Use for
-    ephemeral events (reply deltas) that carry no stored state.
+    ephemeral events (reply deltas) that carry no stored state. A reply delta leaves at
+    once, unless ``hold``: then it waits in the outbox for the next delivery (a reply's
+    last piece, with the turn's end a few milliseconds later: one delivery less).
 
     Best effort (memory/infra/outage.py): a dead channel layer never fails the write that
     happened, and is skipped for a moment after it failed; what is not delivered is
@@ -464,7 +466,7 @@ def publish(session_id: int, event: Event) -> None:
     box = getattr(_outboxes, "box", None)
     if box is not None and box.session_id == session_id:
         box.events.append(event)
-        if event["type"] == "reply.delta":  # streaming: never held back
+        if event["type"] == "reply.delta" and not hold:  # streaming: not held back
             box.flush()
         return
     _send(session_id, [event])

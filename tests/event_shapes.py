@@ -45,7 +45,7 @@ def checked_recorder(published, into: list):
     """A stand-in for ``publish``/``publish_on_commit`` that records each event in ``into``
     and still holds it to the schema: a test that intercepts events keeps the check on."""
 
-    def record(session_id, event) -> None:
+    def record(session_id, event, *, hold: bool = False) -> None:
         published.check(event, record=False)
         into.append(event)
 

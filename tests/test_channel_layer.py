@@ -108,3 +108,45 @@ async def test_events_a_cancelled_read_had_taken_are_delivered_once():
     assert received == [0, 1, 2, 3, 4]
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+# --- one command a send, one a read (issue 43) ----------------------------------------------
+
+
+async def test_a_send_reaches_a_member_that_joined_after_the_last_send_and_not_one_that_left():
+    layer = get_channel_layer()
+    first, second = await layer.new_channel(), await layer.new_channel()
+    group = f"members-{uuid.uuid4().hex}"
+    await layer.group_add(group, first)
+    try:
+        await asyncio.to_thread(group_send, group, {"type": "e", "number": 1})
+        await layer.group_add(group, second)  # the sender's known members are stale now
+        await asyncio.to_thread(group_send, group, {"type": "e", "number": 2})
+        await layer.group_discard(group, first)
+        await asyncio.to_thread(group_send, group, {"type": "e", "number": 3})
+        assert await receive_all(layer, first, 2) == [1, 2]
+        assert await receive_all(layer, second, 2) == [2, 3]
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(first), timeout=0.3)
+    finally:
+        await layer.group_discard(group, second)
+
+
+async def test_a_send_to_known_members_is_one_redis_command_and_a_waiting_read_one():
+    from bench.counting import Counted
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = f"count-{uuid.uuid4().hex}"
+    await layer.group_add(group, channel)
+    try:
+        await asyncio.to_thread(group_send, group, {"type": "e", "number": 0})  # learns them
+        assert await receive_all(layer, channel, 1) == [0]
+        reading = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(0.2)  # the read waits in Redis now
+        with Counted() as counted:
+            await asyncio.to_thread(group_send, group, {"type": "e", "number": 1})
+            assert (await asyncio.wait_for(reading, timeout=5))["number"] == 1
+        assert counted.redis == 1  # the send; the read's pop was sent before
+    finally:
+        await layer.group_discard(group, channel)

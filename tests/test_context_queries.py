@@ -10,13 +10,14 @@ from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-# session+agent, topics, window (count, rows), notes, facts, memory (miss), and recall's for
-# the latest message (memory/stores/recall/query.py): its statement timeout, the messages
-# with their topics and sessions (one statement, whatever the words), the topics, the notes,
-# the exchanges of its hits; recall by meaning (memory/stores/recall/vectors.py): the
-# scope's latest topics, the nearest ones' messages; and, inside a test's transaction, a
-# savepoint, its release and the timeout set back
-MAX_QUERIES = 17
+# session+agent, topics (with the active one's notes and the facts), window (its rows with
+# the topic's count), memory
+# (miss), and recall's for the latest message (memory/stores/recall/query.py): its statement
+# timeout, the messages with their topics and sessions (one statement, whatever the words),
+# the topics, the notes, the exchanges of its hits; recall by meaning
+# (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages;
+# and, inside a test's transaction, a savepoint, its release and the timeout set back
+MAX_QUERIES = 14
 
 
 def count_queries(session) -> tuple[int, int]:

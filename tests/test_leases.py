@@ -98,3 +98,58 @@ def test_a_turns_locks_cost_one_statement_each_way():
             assert Lease.objects.filter(name__startswith="turn-slot:").count() == 2
     assert len(slots.captured_queries) == 3  # taken, counted here, given back
     assert not Lease.objects.exists()
+
+
+pg_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's one-statement paths"
+)
+
+
+@pg_only
+def test_a_turn_takes_its_lease_and_both_slots_in_one_statement_and_gives_them_back_in_one():
+    with CaptureQueriesContext(connection) as taking:
+        with leases.turn_leases(session_id=5, user_id=1, organization_id=1) as held:
+            assert len(taking.captured_queries) == 1
+            assert held.name == turn_lease_name(5) and not held.took_over
+            names = set(Lease.objects.values_list("name", flat=True))
+            assert turn_lease_name(5) in names and len(names) == 3
+    assert len(taking.captured_queries) == 3  # taken, read here, given back
+    assert not Lease.objects.exists()
+
+
+@pg_only
+def test_a_busy_session_waits_then_refuses_and_takes_no_slot(settings):
+    settings.TURN_BUSY_WAIT_SECONDS = 0.3
+    with leases.lease(turn_lease_name(6)):
+        with pytest.raises(leases.TurnBusy):
+            with leases.turn_leases(session_id=6, user_id=1, organization_id=1):
+                pass
+        assert list(Lease.objects.values_list("name", flat=True)) == [turn_lease_name(6)]
+
+
+@pg_only
+def test_a_user_at_its_cap_is_refused_at_once_and_the_session_stays_free(settings):
+    settings.TURN_CAP_PER_USER = 1
+    with leases.turn_leases(session_id=7, user_id=1, organization_id=1):
+        started = time.monotonic()
+        with pytest.raises(leases.TurnCapReached, match="You already have 1"):
+            with leases.turn_leases(session_id=8, user_id=1, organization_id=1):
+                pass
+        assert time.monotonic() - started < 1
+        assert not Lease.objects.filter(name=turn_lease_name(8)).exists()
+    assert not Lease.objects.exists()
+
+
+@pg_only
+def test_a_turn_that_takes_over_a_dead_turns_lease_leaves_its_error_record_first(session):
+    session.append_message(role=Message.Role.USER, content="Plan my week")
+    leases._renewer.discard(leases.acquire(turn_lease_name(session.pk)))
+    expire(turn_lease_name(session.pk))
+
+    with leases.turn_leases(
+        session_id=session.pk, user_id=session.user_id, organization_id=session.organization_id
+    ) as held:
+        assert held.took_over
+
+    roles = list(session.messages.order_by("seq").values_list("role", "content"))
+    assert roles == [("user", "Plan my week"), ("error", INTERRUPTED_TEXT)]

@@ -47,7 +47,7 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Case, Count, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
 from memory.actions.recalled import recalled_text
@@ -58,11 +58,10 @@ from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.llm import get_chat_model
 from memory.llm.profiles import ModelProfile, configured_profile
 from memory.llm.shape import TurnShape, turn_shape
-from memory.models import ImportantInfo, Message, Session, Topic
+from memory.models import ImportantInfo, Message, Notes, Session, Topic
 from memory.stores.facts import render_fact_lines
 from memory.stores.leases import turn_slots
 from memory.stores.messages import usage_totals
-from memory.stores.notes import read_notes
 from memory.stores.persistent import (
     entry_cap,
     fit_summary,
@@ -168,7 +167,7 @@ def assemble_context(
     # Fresh: the pipeline may have written drift_result in another process.
     session = Session.objects.select_related("agent").get(pk=session.pk)
     agent = session.agent
-    active, prior = _session_topics(session)
+    active, prior = _session_topics(session)  # with the notes and facts the turn reads
     window, span = trailing_window(
         topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
     )
@@ -176,7 +175,7 @@ def assemble_context(
     tools = _tools(extra_tools) if shape.tools else []
     memory = get_persistent_memory(session=session)
     carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
-    facts_text = _facts_text(session, carried)
+    facts_text = _facts_text(active["facts"], active["provenance"], carried)
 
     stable = _layer(
         "stable",
@@ -188,7 +187,7 @@ def assemble_context(
         drift_result=section("Drift detection", session.drift_result.strip()),
     )
     prior_text, prior_dropped = _prior_topics(prior)
-    notes = read_notes(topic_id=active["pk"])
+    notes = active["notes_text"] or ""
     if notes.strip():
         carried.append({"kind": "notes", "topic_id": active["pk"], "session_id": session.pk})
     semi_stable = _layer(
@@ -273,15 +272,18 @@ def inspect_context(*, session: Session) -> dict:
 def trailing_window(
     *, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES, block: int = ACTIVE_WINDOW_BLOCK
 ) -> tuple[list[dict], WindowSpan]:
-    """The topic's trailing window in OpenAI format, made valid, and its span (two queries:
-    the topic's message count, then the kept rows by the ``(topic, -seq)`` index)."""
+    """The topic's trailing window in OpenAI format, made valid, and its span (one query:
+    the newest ``size`` rows by the ``(topic, -seq)`` index, each with the topic's message
+    count, counted once; the span then says how many of them are kept)."""
     messages = Message.objects.filter(topic_id=topic_id).exclude(role=Message.Role.ERROR)
-    span = window_span(messages.count(), size=size, block=block)
+    total = messages.order_by().values("topic_id").annotate(total=Count("pk")).values("total")
     rows = list(
-        messages.order_by("-seq").values("role", "content", "tool_calls", "tool_call_id")[
-            : span.kept
-        ]
+        messages.annotate(total=Subquery(total))
+        .order_by("-seq")
+        .values("role", "content", "tool_calls", "tool_call_id", "total")[:size]
     )
+    span = window_span(rows[0]["total"] if rows else 0, size=size, block=block)
+    rows = rows[: span.kept]
     rows.reverse()
     return render_window(rows), span
 
@@ -415,13 +417,41 @@ def _quoted_section(title: str, intro: str, text: str) -> str:
 
 
 def _session_topics(session: Session) -> tuple[dict, list[dict]]:
-    """The active topic and the earlier ones worth showing, in order (one query)."""
+    """The active topic and the earlier ones worth showing, in order; the active topic's
+    row also carries its active notes and the scope's durable facts (``notes_text``,
+    ``facts``, ``provenance``), so a turn reads all three in one statement."""
+
+    def on_active(query, field) -> Case:  # read for the active topic's row only
+        return Case(When(is_active=True, then=Subquery(query)), default=None, output_field=field)
+
+    facts = ImportantInfo.objects.filter(
+        user_id=session.user_id,
+        agent_id=session.agent_id,
+        organization_id=session.agent.organization_id,
+    )
+    notes = Notes.objects.active().filter(topic_id=OuterRef("pk")).values("content")[:1]
     rows = list(
         Topic.objects.filter(session_id=session.pk)
         .filter(Q(is_active=True) | ~Q(summary="") | Q(deprecated=True))
-        .annotate(**topic_days_annotation(active=False))
+        .annotate(
+            **topic_days_annotation(active=False),
+            notes_text=on_active(notes, TextField()),
+            facts=on_active(facts.values("data")[:1], JSONField()),
+            provenance=on_active(facts.values("provenance")[:1], JSONField()),
+        )
         .order_by("created_at", "pk")
-        .values("pk", "title", "summary", "deprecated", "is_active", "first_at", "last_at")
+        .values(
+            "pk",
+            "title",
+            "summary",
+            "deprecated",
+            "is_active",
+            "first_at",
+            "last_at",
+            "notes_text",
+            "facts",
+            "provenance",
+        )
     )
     active = next((row for row in rows if row["is_active"]), None)
     if active is None:
@@ -459,16 +489,7 @@ def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines[start:]), tuple(titles[:start])
 
 
-def _facts_text(session: Session, carried: list[dict] | None = None) -> str:
-    data, provenance = (
-        ImportantInfo.objects.filter(
-            user_id=session.user_id,
-            agent_id=session.agent_id,
-            organization_id=session.agent.organization_id,
-        )
-        .values_list("data", "provenance")
-        .first()
-    ) or ({}, {})
+def _facts_text(data: dict | None, provenance: dict | None, carried: list[dict] | None) -> str:
     lines = render_fact_lines(data or {}, provenance=provenance or {})
     if carried is not None:
         carried.extend({"kind": "fact", "key": key} for key in sorted(data or {}))

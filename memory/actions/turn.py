@@ -226,11 +226,15 @@ def _turn(session: Session, user_message: Callable[[], Message]) -> TurnResult:
     """Under the session's lock, take the user message (stored, or found for a retry) and
     answer it. The turn's events leave in three deliveries, whatever the tool rounds: its
     start (the user's message, turn.started) before the model is asked, the reply deltas
-    as they stream, and its end (the reply, turn.done) once the lock is released."""
+    as they stream, and its end (the reply's last delta, the reply, turn.done) once the
+    lock is released."""
     with outbox(session.pk):
         with (
-            leases.session_lock(session.pk),
-            leases.turn_slots(user_id=session.user_id, organization_id=session.organization_id),
+            leases.turn_leases(
+                session_id=session.pk,
+                user_id=session.user_id,
+                organization_id=session.organization_id,
+            ),
             stops.watching(session.pk) as stop,
         ):
             result = _run_turn(session=session, user_message=user_message(), stop=stop)
@@ -446,9 +450,9 @@ def _stream(
     flush_outbox()  # what happened so far is shown before the model is asked
     sent: list[str] = []
 
-    def send(text: str) -> None:  # each batch with the whole answer so far, rendered
+    def send(text: str, *, hold: bool = False) -> None:  # each with the whole answer so far
         sent.append(text)
-        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)))
+        publish(session.pk, reply_delta(turn_id, text, so_far="".join(sent)), hold=hold)
 
     deltas = DeltaBatcher(send, seconds=settings.STREAM_BATCH_SECONDS)
     streamed: list[str] = []
@@ -461,9 +465,11 @@ def _stream(
         temperature=session.agent.temperature,
     )
     pump = Pump(answer, name=f"model-stream-{turn_id[:8]}")
+    final = False  # the answer ended in words only: its reply is stored next
     try:
         for item in pump.items(every=stops.CHECK_SECONDS):
             if isinstance(item, Completion):
+                final = not item.tool_calls
                 return item
             if item:
                 deltas.add(item)
@@ -476,6 +482,8 @@ def _stream(
             raise LLMError(str(err)) from err
         raise
     finally:
+        if final and (last := deltas.take()):  # leaves with the turn's end, stored next
+            send(last, hold=True)
         deltas.flush()  # what streamed is shown, even when the stream broke
         pump.abandon()  # a stopped stream's connection is closed: the model stops too
     raise LLMError("the model stream ended without an answer")

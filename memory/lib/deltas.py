@@ -40,6 +40,11 @@ class DeltaBatcher:
         if self._held:
             self._emit(self._clock())
 
+    def take(self) -> str:
+        """What is held, no longer held and not sent (the caller sends it its own way)."""
+        text, self._held = "".join(self._held), []
+        return text
+
     def _emit(self, now: float) -> None:
         text, self._held = "".join(self._held), []
         self._sent_at = now

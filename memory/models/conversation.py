@@ -330,6 +330,14 @@ class Topic(models.Model):
 
 
 class MessageQuerySet(models.QuerySet):
+    def with_place(self) -> MessageQuerySet:
+        """With their topic and session, as recall ranks them, without the columns it
+        never reads: a turn's recall loads a few hundred rows, and each would decode the
+        JSON of its tool calls, memory record and versions (issue 43)."""
+        return self.select_related("topic", "session").defer(
+            "tool_calls", "memory_trace", "versions", "topic__embedding", "session__drift_result"
+        )
+
     def conversation(self) -> MessageQuerySet:
         """The user's messages and the assistant's text replies: what the spec's "messages"
         count (the 10-message heartbeat, ``MIN_MEMORY_TURNS``). Tool results, the assistant's

@@ -304,7 +304,7 @@ def turn_slots(*, user_id: int, organization_id: int) -> Iterator[None]:
 # Both slots in one statement: a free (or expired) slot of each, picked at random among the
 # free ones by their names (point lookups of the primary key, no range of rows that every
 # turn of an organization reads), taken only when both are there.
-_SLOTS_SQL = """
+_FREE_SLOTS = """
 WITH free_user AS MATERIALIZED (
     SELECT %(user)s || n AS name FROM generate_series(0, %(user_cap)s - 1) AS n
     WHERE NOT EXISTS (SELECT 1 FROM memory_lease AS l
@@ -315,7 +315,10 @@ free_org AS MATERIALIZED (
     WHERE NOT EXISTS (SELECT 1 FROM memory_lease AS l
         WHERE l.name = %(org)s || n AND l.expires_at > %(now)s)
     ORDER BY random() LIMIT 1),
-taken AS (
+"""
+_SLOTS_SQL = (
+    _FREE_SLOTS
+    + """taken AS (
     INSERT INTO memory_lease AS l (name, holder, acquired_at, expires_at)
     SELECT name, %(token)s, %(now)s, %(expires)s
     FROM (SELECT name FROM free_user UNION ALL SELECT name FROM free_org) AS wanted
@@ -327,6 +330,7 @@ taken AS (
 SELECT EXISTS (SELECT 1 FROM free_user), EXISTS (SELECT 1 FROM free_org),
     ARRAY(SELECT name FROM taken)
 """
+)
 SLOT_TRIES = 5  # a slot taken between the look and the insert: another one
 
 
@@ -357,6 +361,98 @@ def _take_slots(*, user_id: int, organization_id: int) -> list[Held]:
             return slots
         _release_all(slots)  # one of the two went to another turn meanwhile: try again
     raise TurnCapReached("You already have", user_cap)
+
+
+# A turn's three leases in one statement: the session's turn lease and a slot of the user and
+# of the organization, taken only when all three are free. Says which were free, what it
+# took, and whether the session's lease was taken over from a dead holder.
+_TURN_SQL = (
+    _FREE_SLOTS
+    + """free_session AS MATERIALIZED (
+    SELECT NOT EXISTS (SELECT 1 FROM memory_lease AS l
+        WHERE l.name = %(session)s AND l.expires_at > %(now)s) AS free),
+taken AS (
+    INSERT INTO memory_lease AS l (name, holder, acquired_at, expires_at)
+    SELECT name, %(token)s, %(now)s, %(expires)s
+    FROM (SELECT %(session)s::varchar AS name UNION ALL SELECT name FROM free_user
+        UNION ALL SELECT name FROM free_org) AS wanted
+    WHERE (SELECT free FROM free_session)
+        AND EXISTS (SELECT 1 FROM free_user) AND EXISTS (SELECT 1 FROM free_org)
+    ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+        acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+    WHERE l.expires_at <= EXCLUDED.acquired_at
+    RETURNING l.name, l.xmax <> 0 AS took_over)
+SELECT (SELECT free FROM free_session), EXISTS (SELECT 1 FROM free_user),
+    EXISTS (SELECT 1 FROM free_org), ARRAY(SELECT name FROM taken),
+    COALESCE((SELECT took_over FROM taken WHERE name = %(session)s), false)
+"""
+)
+
+
+@contextmanager
+def turn_leases(*, session_id: int, user_id: int, organization_id: int) -> Iterator[Held]:
+    """:func:`session_lock` and :func:`turn_slots` together, as a turn takes them (the
+    session's lease first: waited for, TurnBusy; then the slots: TurnCapReached). On
+    PostgreSQL all three are taken in one statement and given back in one."""
+    if not _one_statement():
+        with (
+            session_lock(session_id) as held,
+            turn_slots(user_id=user_id, organization_id=organization_id),
+        ):
+            yield held
+        return
+    if _stopping.is_set():
+        raise ServerStopping()
+    taken = _take_turn_leases(session_id, user_id=user_id, organization_id=organization_id)
+    try:
+        if taken[0].took_over:
+            record_interrupted_turn(session_id=session_id)
+        yield taken[0]
+    finally:
+        _release_all(taken)
+
+
+def _take_turn_leases(session_id: int, *, user_id: int, organization_id: int) -> list[Held]:
+    """The session's lease (first) and both slots, held by one token."""
+    user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
+    name = turn_lease_name(session_id)
+    deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
+    slot_tries = SLOT_TRIES
+    while True:
+        token, now = uuid.uuid4().hex, timezone.now()
+        params = {
+            "session": name,
+            "user": f"{USER_SLOT_PREFIX}{user_id}:",
+            "org": f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:",
+            "user_cap": user_cap,
+            "org_cap": org_cap,
+            "token": token,
+            "now": now,
+            "expires": now + timedelta(seconds=LEASE_SECONDS),
+        }
+        with connections["default"].cursor() as cursor:
+            cursor.execute(_TURN_SQL, params)
+            session_free, user_free, org_free, names, took_over = cursor.fetchone()
+        held = [Held(taken, token, took_over and taken == name) for taken in names]
+        if len(held) == 3:
+            held.sort(key=lambda lease: lease.name != name)  # the session's first
+            for lease in held:
+                _renewer.add(lease)
+            return held
+        if names:  # not all three: give back what was taken
+            _delete(names, token)
+        if not session_free or (names and name not in names):  # held: wait for it
+            if time.monotonic() >= deadline:
+                raise TurnBusy()
+            time.sleep(0.1)
+            continue
+        if not user_free:
+            raise TurnCapReached("You already have", user_cap)
+        if not org_free:
+            raise TurnCapReached("Your organization already has", org_cap)
+        slot_tries -= 1  # a slot went to another turn between the look and the insert
+        if slot_tries <= 0:
+            raise TurnCapReached("You already have", user_cap)
 
 
 def _release_all(slots: list[Held]) -> None:

@@ -123,9 +123,5 @@ def scoped_messages(
     excluded = exclude_topic_id if exclude_topic_id is not None else 0
     queries = [f"{term}:*" for term in terms]
     params = [*scope_params, queries, excluded, user_id, user_id, excluded, user_id, excluded]
-    rows = (
-        Message.objects.filter(pk__in=RawSQL(sql, params))
-        .select_related("topic", "session")
-        .order_by("-pk")
-    )
+    rows = Message.objects.filter(pk__in=RawSQL(sql, params)).with_place().order_by("-pk")
     return list(rows)

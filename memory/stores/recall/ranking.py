@@ -259,24 +259,29 @@ def bm25_ranked(found: list[Message], *, terms: list[str], limit: int) -> list[M
     each term's rarity read among them: no count over the scope."""
     by_pk = {message.pk: message for message in found}
     words = {pk: _folded_words(message.content) for pk, message in by_pk.items()}
+    lines = {pk: _word_line(w) for pk, w in words.items()}
     total = len(by_pk)
     weight = {}
     for term in map(_fold_accents, terms):
-        count = sum(any(word.startswith(term) for word in w) for w in words.values())
+        count = sum(f" {term}" in line for line in lines.values())
         weight[term] = math.log(1 + (total - count + 0.5) / (count + 0.5))
-    return _bm25_order(by_pk, weight, limit=limit, words=words)
+    return _bm25_order(by_pk, weight, limit=limit, words=words, lines=lines)
 
 
-def _bm25_order(found: dict, weight: dict[str, float], *, limit: int, words=None) -> list:
+def _bm25_order(
+    found: dict, weight: dict[str, float], *, limit: int, words=None, lines=None
+) -> list:
     if words is None:
         words = {pk: _folded_words(message.content) for pk, message in found.items()}
+    if lines is None:
+        lines = {pk: _word_line(w) for pk, w in words.items()}
     average = sum(map(len, words.values())) / max(1, len(words)) or 1.0
 
     def score(pk: int) -> float:
         length = len(words[pk])
         total_score = 0.0
         for term, idf in weight.items():
-            occurs = sum(word.startswith(term) for word in words[pk])
+            occurs = lines[pk].count(f" {term}")  # its words that start with the term
             if occurs:
                 scale = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
                 total_score += idf * occurs * (BM25_K1 + 1) / (occurs + scale)
@@ -327,12 +332,9 @@ def _notes_candidates(topics, terms: list[str]):
 def _ranked_hits(candidates, terms: list[str], keep: set[int] = frozenset()) -> list[RecallHit]:
     """The candidates that hold a query word (or whose message pk is in ``keep``: found
     by meaning), scored by the share of the query's words they hold."""
-    tokens = [_folded_words(text) for _, _, text in candidates]
+    lines = [_word_line(_folded_words(text)) for _, _, text in candidates]
     folded_terms = [_fold_accents(term) for term in terms]
-    present = [
-        {term for term in folded_terms if any(word.startswith(term) for word in words)}
-        for words in tokens
-    ]
+    present = [{term for term in folded_terms if f" {term}" in line} for line in lines]
     pool = max(1, len(candidates))
     weight = {
         term: 1.0 + _log(pool / (1 + sum(term in found for found in present)))
@@ -417,12 +419,12 @@ def _snippet(text: str, terms: list[str], limit: int = RECALL_SNIPPET_CHARS) -> 
     if len(text) <= limit:
         return text
     folded = _fold_accents(text.casefold())
-    starts = [
-        match.start()
-        for match in _WORD.finditer(folded)
-        if any(match.group().startswith(term) for term in terms)
-    ]
-    start = max(0, (starts[0] if starts else 0) - limit // 4)
+    prefixes = tuple(terms)
+    first = next(
+        (match.start() for match in _WORD.finditer(folded) if match.group().startswith(prefixes)),
+        0,
+    )
+    start = max(0, first - limit // 4)
     if start:
         start = text.find(" ", start) + 1 or start
     piece = one_line(text[start:], limit - (1 if start else 0), at_word=True)
@@ -433,7 +435,15 @@ def _folded_words(text: str) -> list[str]:
     return _WORD.findall(_fold_accents(text.casefold()))
 
 
+def _word_line(words: list[str]) -> str:
+    """The words behind one space each: ``f" {term}" in line`` says whether a word starts
+    with ``term`` (a word holds no space), and ``line.count(f" {term}")`` how many do."""
+    return " " + " ".join(words) if words else ""
+
+
 def _fold_accents(text: str) -> str:
+    if text.isascii():  # nothing to decompose or drop
+        return text
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(char for char in decomposed if not unicodedata.combining(char))
 

@@ -62,7 +62,7 @@ def vector_messages(
     if not replies:
         rows = rows.filter(role=Message.Role.USER)
     # In the (topic, -seq) index's order: a newest-first scan of the whole table is not.
-    rows = rows.select_related("topic", "session").order_by("topic_id", "-seq")
+    rows = rows.with_place().order_by("topic_id", "-seq")
     messages = list(rows[:VECTOR_MESSAGES])
     if not messages:
         return []
