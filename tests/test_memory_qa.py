@@ -211,7 +211,11 @@ def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert set(report["systems"]) == {"none", "driftless"}
-    assert report["ok"] is True and set(report["targets"]) == {"vs_none", "update_vs_fact", "abstain"}
+    assert report["ok"] is True and set(report["targets"]) == {
+        "vs_none",
+        "update_vs_fact",
+        "abstain",
+    }
 
 
 def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:
