@@ -29,7 +29,7 @@ from django.conf import settings
 
 from memory.lib.text import clip
 from memory.llm import LLMError, get_chat_model
-from memory.models import Message
+from memory.models import Message, Session
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +73,14 @@ def judge_messages(text: str) -> list[dict]:
     ]
 
 
-def durable_probability(history: Sequence[Message], *, enough: float | None = None) -> float:
+def durable_probability(
+    history: Sequence[Message], *, enough: float | None = None, session: Session | None = None
+) -> float:
     """The judge's P(yes) for a topic: the highest over the user's newest messages (it
-    stops at the first that reaches ``enough``). Raises LLMError."""
+    stops at the first that reaches ``enough``), asked of ``session``'s summary model (the
+    deployment's without one). Raises LLMError."""
     said = [m.content for m in history if m.role == Message.Role.USER and m.content.strip()]
-    model = get_chat_model("summary")
+    model = get_chat_model("summary", session=session)
     best = 0.0
     for text in said[-JUDGE_MESSAGES:]:
         best = max(best, model.yes_probability(messages=judge_messages(text)))
@@ -96,13 +99,15 @@ def judged(include: bool, probability: float | None, threshold: float) -> bool:
     return probability is not None and probability >= threshold
 
 
-def decide_promotion(history: Sequence[Message], *, include: bool) -> PromotionVerdict:
+def decide_promotion(
+    history: Sequence[Message], *, include: bool, session: Session | None = None
+) -> PromotionVerdict:
     """The summary's strict flag, checked by the judge when one is configured."""
     threshold = judge_threshold()
     if include is not True or threshold <= 0:
         return PromotionVerdict(include=include is True, probability=None)
     try:
-        probability = durable_probability(history, enough=threshold)
+        probability = durable_probability(history, enough=threshold, session=session)
     except LLMError as err:
         logger.info("promotion judge failed; the topic is not promoted: %s", err)
         return PromotionVerdict(include=False, probability=None, detail=str(err))

@@ -320,8 +320,9 @@ def generate_summary(
     turns = sum(1 for message in messages if message.is_conversation)
     outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
-        agent = topic.session.agent if topic is not None else None
-        answer = get_chat_model("summary", agent=agent).complete_json(
+        # The session's summary model: its agent's, or the model the user picked.
+        session = topic.session if topic is not None else None
+        answer = get_chat_model("summary", session=session).complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
         )
         title, summary, include = parse_summary_answer(answer)
@@ -333,11 +334,13 @@ def generate_summary(
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
     # A small model's flag is looked at again (memory/actions/promotion.py), and what the
     # user stated is captured as facts (memory/actions/capture.py), when configured.
-    verdict = decide_promotion(messages, include=include)
+    verdict = decide_promotion(messages, include=include, session=session)
     include = verdict.include
     facts = ()
     if include and capture_enabled():
-        facts = capture_facts(call.messages, title=title, summary=summary, history=messages)
+        facts = capture_facts(
+            call.messages, title=title, summary=summary, history=messages, session=session
+        )
     if include and outside:
         logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])
     return TopicSummary(
