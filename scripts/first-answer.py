@@ -120,8 +120,8 @@ def watch_page(page, base: str, clone: Path, started: float, deadline: float, ro
     seen: list[str] = []
     while time.monotonic() < deadline:
         status = lane_status(clone)
-        if status.get("state") == "unavailable":
-            raise Failed(f"the local model is unavailable: {status.get('message')}")
+        if status.get("state") in ("unavailable", "stopped", "skipped") and not row["ready_s"]:
+            raise Failed(f"the local model is {status['state']}: {status.get('message')}")
         if status.get("state") == "ready" and row["ready_s"] is None:
             row["ready_s"] = round(time.monotonic() - started, 1)
         badge = page.inner_text("#model-badge").strip().splitlines()[0]

@@ -13,8 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-from tests.fake_openai import FakeOpenAI
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -22,6 +20,13 @@ def main() -> None:
     parser.add_argument("--api-key-file", required=True)
     parser.add_argument("--alias", default="stand-in")
     options, _ = parser.parse_known_args()  # the rest of llama-server's options
+    # The fake server names the project's JSON schemas: Django first (the clone's settings).
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "driftless.settings")
+    import django
+
+    django.setup()
+    from tests.fake_openai import FakeOpenAI
+
     reply = os.environ.get("STAND_IN_REPLY", "Paris.")
     delay = float(os.environ.get("STAND_IN_DELAY", "0"))
 
