@@ -95,8 +95,12 @@ class Failed(Exception):
     pass
 
 
+CLONES: list[Path] = []  # removed at the end unless --keep
+
+
 def clone_repository(venv: str | None, stand_in: bool) -> Path:
     clone = Path(tempfile.mkdtemp(prefix="driftless-clone-")) / "driftless"
+    CLONES.append(clone.parent)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     if venv:
         (clone / ".venv").symlink_to(Path(venv).resolve())
@@ -270,8 +274,8 @@ def main() -> int:
             rows.append(one_run(kind, cache, args))
     finally:
         if not args.keep:
-            for row in rows:
-                shutil.rmtree(Path(row["clone"]).parent, ignore_errors=True)
+            for directory in CLONES:
+                shutil.rmtree(directory, ignore_errors=True)
             shutil.rmtree(scratch, ignore_errors=True)
     header = ("run", "page served", "model ready", "badge switched", "first answer", "missed")
     print("{:<6} {:>12} {:>12} {:>15} {:>13}  {}".format(*header))
