@@ -146,6 +146,7 @@ def watch_page(page, base: str, clone: Path, started: float, deadline: float, ro
 
 
 def first_answer(page, question: str, deadline: float) -> str:
+    page.wait_for_selector("#conn[data-state=open]")  # the socket the message goes by
     page.fill("#composer-input", question)
     page.press("#composer-input", "Enter")
     page.wait_for_function(
@@ -154,7 +155,7 @@ def first_answer(page, question: str, deadline: float) -> str:
               && !document.querySelector('.part.is-streaming')""",
         timeout=max(1.0, deadline - time.monotonic()) * 1000,
     )
-    return page.locator(".msg-assistant").last.inner_text().strip()
+    return page.locator(".msg-assistant .part[data-message-id]").last.inner_text().strip()
 
 
 def one_run(kind: str, cache: Path, args) -> dict:
@@ -231,7 +232,7 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, help="the lane's cache (see the module)")
     parser.add_argument("--venv", help="an existing virtualenv to link as each clone's .venv")
     parser.add_argument("--stand-in", action="store_true", help="no real model (see above)")
-    parser.add_argument("--stand-in-step-seconds", type=float, default=2.0)
+    parser.add_argument("--stand-in-step-seconds", type=float, default=10.0)
     parser.add_argument("--port", type=int, default=8191)
     parser.add_argument("--local-port", type=int, default=8091)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take")
