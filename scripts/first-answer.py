@@ -163,7 +163,7 @@ def one_run(kind: str, cache: Path, args) -> dict:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "DEBUG", "DRIFTLESS_", "LOCAL_MODEL"))
+        if not k.startswith(("OPENAI_", "DEBUG", "DRIFTLESS_", "LOCAL_MODEL", "DJANGO_"))
         and k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")
     }
     env.update(PORT=str(args.port), LOCAL_MODEL_PORT=str(args.local_port))
@@ -204,11 +204,7 @@ def one_run(kind: str, cache: Path, args) -> dict:
     except Exception as err:  # noqa: BLE001 (a run's failure is reported, then the next runs)
         row["error"] = f"{type(err).__name__}: {err}"[:500]
     finally:
-        os.killpg(run.pid, signal.SIGTERM)
-        try:
-            run.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
+        stop(run)
         log.close()
     time.sleep(1)
     row["model_server_left"] = listening(args.local_port)
@@ -218,6 +214,17 @@ def one_run(kind: str, cache: Path, args) -> dict:
         if row[key] is None or row[key] >= limit
     ]
     return row
+
+
+def stop(run: subprocess.Popen) -> None:
+    """Stop make run and everything it started (its own process group)."""
+    try:
+        os.killpg(run.pid, signal.SIGTERM)
+        run.wait(timeout=30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
 
 
 def seconds(value) -> str:

@@ -44,8 +44,8 @@ def test_the_first_answer_script_times_both_runs_against_the_stand_in(tmp_path):
         text=True,
         timeout=900,
     )
-    report = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
     empty, built = report["runs"]
     assert report["stand_in"] and report["ok"]
     assert empty["badges"][-1].startswith("Model: ") and not empty["badge_reloaded"]
