@@ -281,3 +281,14 @@ def test_the_promotion_judge_asks_the_sessions_model(
     judge = other_server.requests[-1]
     assert judge["model"] == SMALL and judge.get("logprobs") is True
     assert fake_openai.requests == []
+
+
+def test_admin_shows_the_users_pick_and_never_offers_to_change_it(
+    client, alice, session, fake_openai, allowed
+):
+    api_for(alice).put(model_url(session), {"choice": f"{allowed.pk}:{SMALL}"}, format="json")
+    operator = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(operator)
+    html = client.get(f"/admin/memory/session/{session.pk}/change/").content.decode()
+    assert SMALL in html
+    assert 'name="model_endpoint"' not in html and 'name="model_name"' not in html
