@@ -146,7 +146,15 @@ def test_the_user_picks_a_model_and_the_next_turn_answers_with_it(
 
 @pytest.mark.parametrize(
     "choice",
-    ["{pk}:big-model", "{pk}:not-served", "999999:" + SMALL, "nonsense", ":" + SMALL],
+    [
+        "{pk}:big-model",
+        "{pk}:not-served",
+        "999999:" + SMALL,
+        "99999999999999999999999:" + SMALL,
+        "nonsense",
+        ":" + SMALL,
+        "{pk}:",
+    ],
 )
 def test_a_model_the_operator_did_not_allow_is_refused_and_nothing_is_lost(
     alice, session, fake_openai, allowed, choice

@@ -66,7 +66,8 @@ def do_choose_session_model(*, session: Session, choice: str) -> None:
     endpoint, name = None, ""
     if choice != AGENT_MODEL:
         pk, _, name = choice.partition(":")
-        endpoint = ModelEndpoint.objects.filter(pk=int(pk)).first() if pk.isdecimal() else None
+        known = pk.isdecimal() and len(pk) <= 9  # an id, never a number the database refuses
+        endpoint = ModelEndpoint.objects.filter(pk=int(pk)).first() if known else None
         if endpoint is None or name not in endpoint.user_models:
             raise InvalidInput(
                 f"{choice!r} is not a model you may pick: choose one the page lists (the "
