@@ -4,8 +4,9 @@ of ``python -m bench.real_model``.
 
 Each conversation goes through exactly what an evaluation runs (memory/actions/summarize.py
 and memory/actions/promotion.py): ``summary_input``, the constrained summary call,
-``parse_summary_answer`` (the strict boolean) and, with ``judge`` on, the promotion judge's
-P(yes), asked of every conversation so that one pass shows every threshold. What is scored
+``parse_summary_answer`` (the strict boolean) and, with ``second_look`` on, the second look's
+score (the sentence encoder over the user's messages), taken for every conversation so
+that one pass shows every threshold. What is scored
 is the model's decision, before ``MIN_MEMORY_TURNS`` (most labelled conversations have 4
 turns: the threshold is a rule of the product, not of the model, and is tested elsewhere).
 """
@@ -37,10 +38,10 @@ def load_labels(path: Path, *, ids: Sequence[str] = (), per_stratum: int = 0) ->
     return items
 
 
-def summarize_item(item: dict, *, judge: bool, summary: bool = True) -> dict:
-    """One conversation through the product's summary call and the judge (``summary``
-    off: the judge alone, the quick way to compare judges on the tune half)."""
-    from memory.actions.promotion import durable_probability
+def summarize_item(item: dict, *, second_look: bool, summary: bool = True) -> dict:
+    """One conversation through the product's summary call and the second look
+    (``summary`` off: the second look alone, which needs no model)."""
+    from memory.actions.promotion import durable_score
     from memory.actions.summarize import summary_input
     from memory.llm import LLMError
     from memory.models import Message
@@ -55,14 +56,15 @@ def summarize_item(item: dict, *, judge: bool, summary: bool = True) -> dict:
         "turns": len(item["turns"]),
         "valid": False,
         "include": None,
-        "p_yes": None,
+        "score": None,
     }
     began = time.monotonic()
     try:
         if summary:
             row.update(_summary_call(call.messages, item["keep"]))
-        if judge:
-            row["p_yes"] = round(durable_probability(messages), 4)
+        if second_look:
+            said = [m.content for m in messages if m.role == Message.Role.USER]
+            row["score"] = round(durable_score(said), 4)
             row["valid"] = row["valid"] or not summary
     except LLMError as error:
         row["error"] = str(error)[:120]
@@ -92,27 +94,26 @@ def _summary_call(call_messages: list[dict], keep: Sequence[str]) -> dict:
 def run_labels(
     items: Sequence[dict],
     *,
-    judge: bool = False,
+    second_look: bool = False,
     summary: bool = True,
     progress: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     rows = []
     for item in items:
-        row = summarize_item(item, judge=judge, summary=summary)
+        row = summarize_item(item, second_look=second_look, summary=summary)
         rows.append(row)
         if progress is not None:
             progress(row)
     return rows
 
 
-def decision(row: dict, threshold: float) -> bool:
-    """The product's decision for a row (memory/actions/promotion.py ``judged``): the
-    strict flag, and P(yes) at least ``threshold`` when one is set."""
-    from memory.actions.promotion import judged
-
-    if row["include"] is None and row["p_yes"] is not None:  # the judge alone was run
-        return row["p_yes"] >= threshold
-    return row["valid"] and judged(row["include"], row["p_yes"], threshold)
+def decision(row: dict, threshold: float | None) -> bool:
+    """The product's decision for a row (memory/actions/promotion.py): the strict flag,
+    and the second look's score at least ``threshold`` (``None``: the flag alone)."""
+    look = threshold is None or (row["score"] is not None and row["score"] >= threshold)
+    if row["include"] is None:  # the second look alone was run
+        return row["score"] is not None and look
+    return row["valid"] and row["include"] is True and look
 
 
 def ratio(part: int, whole: int) -> str:

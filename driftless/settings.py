@@ -286,10 +286,12 @@ SUMMARY_INPUT_TOKEN_BUDGET = env_int("SUMMARY_INPUT_TOKEN_BUDGET", 16000, minimu
 # A refresh sends the previous summary plus the messages since (it costs what is new);
 # false sends the whole history whenever it fits the budget.
 SUMMARY_INCREMENTAL = env_bool("SUMMARY_INCREMENTAL", True)
-# A summary's include_in_memory: true stands only when a second, one-token yes/no call
-# (a rubric, read by its log-probabilities) gives P(yes) at least this; 0 turns the check
-# off (memory/actions/promotion.py). For a small local model: docs/local-model.md.
-PROMOTION_JUDGE_THRESHOLD = env_float("PROMOTION_JUDGE_THRESHOLD", 0.0)
+# A summary's include_in_memory: true is looked at again by the sentence encoder before
+# the topic is promoted (memory/actions/promotion.py): auto (a small model's flag only),
+# on, or off.
+PROMOTION_SECOND_LOOK = env_str("PROMOTION_SECOND_LOOK", "auto").lower()
+if PROMOTION_SECOND_LOOK not in ("auto", "on", "off"):
+    raise ImproperlyConfigured("PROMOTION_SECOND_LOOK must be auto, on or off")
 # At each evaluation, facts the user stated in the topic are captured by one constrained
 # call and stored as set by the agent, the user's own words as evidence
 # (memory/actions/capture.py): what a lean turn, with no tools, could not store.

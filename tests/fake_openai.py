@@ -56,7 +56,6 @@ class _Script:
     error_status: int = 500  # the code an "error" cut names in its error event
     stall_after: int | None = None  # streaming: pause after this many text deltas...
     stall_seconds: float = 0.0  # ...for this long, then send the rest
-    top_logprobs: tuple[tuple[str, float], ...] = ()  # the first token's (token, logprob)
 
 
 class FakeOpenAI:
@@ -134,17 +133,6 @@ class FakeOpenAI:
     def reply_json(self, obj: Any, *, usage: Usage | None = None, delay: float = 0.0) -> None:
         """Queue an answer whose content is `json.dumps(obj)` (for JSON-mode calls)."""
         self.reply_text(json.dumps(obj), usage=usage, delay=delay)
-
-    def reply_yes_no(self, p_yes: float) -> None:
-        """Queue a one-token answer whose log-probabilities give "yes" ``p_yes`` and "no"
-        the rest (as llama.cpp's server returns them), the likelier word as its text."""
-        import math
-
-        candidates = tuple(
-            (word, math.log(p)) for word, p in (("yes", p_yes), ("no", 1 - p_yes)) if p > 0
-        )
-        content = "yes" if p_yes >= 0.5 else "no"
-        self._push(_Script(content=content, top_logprobs=candidates))
 
     def reply_raw_content(self, content: str, *, usage: Usage | None = None) -> None:
         """Queue an answer with arbitrary content, e.g. not-JSON for a JSON-mode call."""
@@ -372,20 +360,6 @@ class _ChatHandler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": _finish(script)}],
             "usage": _usage_body(script, raw),
         }
-        if script.top_logprobs:
-            first = script.top_logprobs[0]
-            payload["choices"][0]["logprobs"] = {
-                "content": [
-                    {
-                        "token": first[0],
-                        "logprob": first[1],
-                        "top_logprobs": [
-                            {"token": token, "logprob": logprob}
-                            for token, logprob in script.top_logprobs
-                        ],
-                    }
-                ]
-            }
         if script.cut_after is None:
             self._send_json(200, payload)
             return

@@ -121,3 +121,22 @@ async def test_the_owners_open_socket_hears_the_rest_rename_and_fact_changes(ali
         "removed": False,
     }
     await socket.disconnect(timeout=1)
+
+
+def test_the_agents_own_fact_writes_are_published_too(
+    alice, session, published, django_capture_on_commit_callbacks
+):
+    from memory.actions.tools import dispatch_tool_calls
+    from memory.llm import ToolCall
+
+    def agent_call(arguments):
+        call = ToolCall(id="c1", name="important_info", arguments=json.dumps(arguments))
+        with django_capture_on_commit_callbacks(execute=True):
+            [message] = dispatch_tool_calls(session=session, tool_calls=[call])
+        return json.loads(message.content)
+
+    assert agent_call({"operation": "$set", "key": "Home City", "value": "Lyon"})["ok"]
+    assert published.events == [{"type": "fact.changed", "key": "home city", "removed": False}]
+
+    assert agent_call({"operation": "$unset", "key": "home city"})["removed"] is True
+    assert published.events[-1] == {"type": "fact.changed", "key": "home city", "removed": True}

@@ -194,6 +194,7 @@ def test_the_harness_gives_each_system_the_score_it_should(scripted, tmp_path):
         "vs_retrieval": True,
         "vs_full": False,  # a three-session history is smaller than the tools' schemas
         "update_vs_fact": True,
+        "abstain": True,  # the sister's name: "I don't know."
     }
     assert targets["vs_full"]["token_share"] > 1
     assert "target vs_full: MISSED" in run.stdout
@@ -210,7 +211,11 @@ def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert set(report["systems"]) == {"none", "driftless"}
-    assert report["ok"] is True and set(report["targets"]) == {"vs_none", "update_vs_fact"}
+    assert report["ok"] is True and set(report["targets"]) == {
+        "vs_none",
+        "update_vs_fact",
+        "abstain",
+    }
 
 
 def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:

@@ -4,7 +4,7 @@ local model, and the model a user picks for a session among those the operator a
 The next turn answers with the pick, with no restart, and the model profile follows it; a
 model the operator did not allow is refused with a clear error and nothing is lost; a
 stranger can neither read nor change another user's session; drift, summaries and the
-promotion judge ask the session's model, not the deployment's."""
+fact capture ask the session's model, not the deployment's."""
 
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def test_the_operator_may_allow_only_models_the_endpoint_serves(client, db):
     assert not ModelEndpoint.objects.exists()
 
 
-# --- the session's model for drift, summaries and the judge ----------------------------
+# --- the session's model for drift, summaries and fact capture ---------------------------
 
 
 def test_drift_and_the_summary_ask_the_sessions_model_not_the_deployments(
@@ -272,23 +272,23 @@ def test_drift_asks_the_agents_endpoint_when_the_session_has_no_pick(
     assert fake_openai.requests == [] and fake_openai.routed == []
 
 
-def test_the_promotion_judge_asks_the_sessions_model(
+def test_fact_capture_asks_the_sessions_model(
     alice, session, fake_openai, other_server, allowed, settings
 ):
     settings.DRIFT_DETECTOR = "lexical"
-    settings.PROMOTION_JUDGE_THRESHOLD = 0.5
+    settings.EVALUATION_FACT_CAPTURE = True
+    settings.PROMOTION_SECOND_LOOK = "off"
+    other_server.routes["user_facts"] = lambda body: '{"facts": []}'
     api_for(alice).put(model_url(session), {"choice": f"{allowed.pk}:{SMALL}"}, format="json")
     converse(session, SUBJECT_A)
     other_server.reply_json(
         {"title": "Balcony garden", "summary": "Plans a balcony garden.", "include_in_memory": True}
     )
-    other_server.reply_yes_no(0.9)
 
     run_evaluation(session_id=session.pk, reason="test")
 
-    judge = other_server.requests[-1]
-    assert judge["model"] == SMALL and judge.get("logprobs") is True
-    assert fake_openai.requests == []
+    assert [body["model"] for body in other_server.routed] == [SMALL]  # the capture call
+    assert fake_openai.requests == [] and fake_openai.routed == []
 
 
 def test_admin_shows_the_users_pick_and_never_offers_to_change_it(

@@ -43,17 +43,18 @@ makes its own SQLite database unless ``DATABASE_URL`` names one.
 
 It prints one table (per system: accuracy, F1, prompt tokens per question as the provider
 counted them, the share it served from its prompt cache, failed calls, and accuracy per
-kind), the ingestion's model calls, tokens and time, the targets of issue 22, and a last
+kind), the ingestion's model calls, tokens and time, the targets of issue 42, and a last
 JSON line::
 
     {"bench": "memory_qa", "systems": {"driftless": {"accuracy": …, "f1": …,
      "prompt_tokens_per_question": …}, "none": {…}, "full": {…}, "retrieval": {…}},
      "by_kind": {…}, "targets": {…}, "ok": …}
 
-It exits 1 when a target is missed: Driftless right at least 1.5x as often as no memory,
-at least as often as retrieval, at least 90 % of full history's accuracy with at most 25 %
-of its prompt tokens per question, and ``update`` questions at least 70 % as often as
-``fact`` questions (when both kinds are asked).
+It exits 1 when a target of issue 42 is missed: Driftless right at least 1.5x as often as
+no memory, at least 1.1x as often as retrieval (as often on LoCoMo), at least as often as
+full history with at most 25 % of its prompt tokens per question, ``update`` questions at
+least 70 % as often as ``fact`` questions (when both kinds are asked), and at least half
+the ``abstain`` questions.
 """
 
 from __future__ import annotations
@@ -164,9 +165,11 @@ def _ask_all(
             drain(pending)  # nothing should be due; never leave a timer behind
 
 
-def check_targets(systems: dict, kinds: dict) -> dict:
-    """Issue 22's targets, each with its figures; None where a system did not run. A
-    Driftless that answers nothing right meets none of them (0 >= 0.9 x 0 says nothing)."""
+def check_targets(systems: dict, kinds: dict, *, retrieval_factor: float = 1.1) -> dict:
+    """Issue 42's targets, each with its figures; None where a system did not run. A
+    Driftless that answers nothing right meets none of them (0 >= 1.5 x 0 says nothing).
+    On LoCoMo Driftless must match retrieval (``retrieval_factor`` 1.0), on the project's
+    sets beat it by a tenth."""
     targets: dict[str, dict] = {}
     d, none, full, retr = (systems.get(name) for name in ("driftless", "none", "full", "retrieval"))
     if d and none:
@@ -176,8 +179,9 @@ def check_targets(systems: dict, kinds: dict) -> dict:
         }
     if d and retr:
         targets["vs_retrieval"] = {
-            "need": "driftless accuracy >= retrieval accuracy",
-            "ok": d["accuracy"] >= retr["accuracy"] and d["right"] > 0,
+            "need": f"driftless right >= {retrieval_factor:g} x retrieval",
+            "ratio": round(d["right"] / retr["right"], 3) if retr["right"] else None,
+            "ok": d["right"] >= retrieval_factor * retr["right"] and d["right"] > 0,
         }
     if d and full:
         share = (
@@ -186,16 +190,22 @@ def check_targets(systems: dict, kinds: dict) -> dict:
             else 0.0
         )
         targets["vs_full"] = {
-            "need": "driftless accuracy >= 0.9 x full, with <= 25 % of its prompt tokens",
-            "ratio": round(d["accuracy"] / full["accuracy"], 3) if full["accuracy"] else None,
+            "need": "driftless right >= full, with <= 25 % of its prompt tokens",
+            "ratio": round(d["right"] / full["right"], 3) if full["right"] else None,
             "token_share": round(share, 3),
-            "ok": d["accuracy"] >= 0.9 * full["accuracy"] and share <= 0.25 and d["right"] > 0,
+            "ok": d["right"] >= full["right"] and share <= 0.25 and d["right"] > 0,
         }
     fact, update = kinds.get("fact", {}).get("driftless"), kinds.get("update", {}).get("driftless")
     if fact and update:
         targets["update_vs_fact"] = {
             "need": "driftless update accuracy >= 0.7 x fact accuracy",
             "ok": update["accuracy"] >= 0.7 * fact["accuracy"] and fact["accuracy"] > 0,
+        }
+    abstain = kinds.get("abstain", {}).get("driftless")
+    if abstain:
+        targets["abstain"] = {
+            "need": "driftless right on at least half the abstain questions",
+            "ok": abstain["accuracy"] >= 0.5,
         }
     return targets
 
@@ -320,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     systems, kinds = summarize(scored, args.systems), by_kind(scored)
-    targets = check_targets(systems, kinds)
+    targets = check_targets(systems, kinds, retrieval_factor=1.0 if args.locomo else 1.1)
     source = args.data or f"LoCoMo ({len(histories)} conversations, categories {args.categories})"
     if interrupted:
         source += " (INTERRUPTED: only the histories done)"

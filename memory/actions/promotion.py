@@ -1,22 +1,30 @@
 """Promotion on a small model: a second look at the summary's ``include_in_memory``.
 
 A 1.5B model answers the specification's summary prompt with ``include_in_memory: true``
-for nearly every conversation (14 of 15 casual ones, docs/measurements.md). When
-``PROMOTION_JUDGE_THRESHOLD`` is above 0, a ``true`` is checked by a judge with a rubric of
-its own: each of the user's newest messages (``JUDGE_MESSAGES``), one at a time, with one
-word to answer, "yes" (it states something lasting about the user) or "no". Each answer
-is one token at temperature 0, and its log-probabilities (``ChatModel.yes_probability``)
-give P(yes); the topic's score is the highest, and the judge stops at the first message
-that reaches the threshold. A call costs reading one message after a rubric the server
-keeps cached, nothing to generate. The topic is promoted only when the score reaches the
-threshold, chosen on the tune half of the labelled set (docs/memory.md, "Promotion"; the
-model's bare "yes" is near a coin toss, its probability over one message is not).
+for nearly every conversation (jokes and trivia included; docs/measurements.md,
+"Promotion"), and asking it again with a rubric, one yes/no token read by its
+log-probabilities, agreed with the labels on 66 % of the test half. So on a model whose
+profile is ``small`` (memory/llm/profiles.py) the second look is not asked of the model:
+the **sentence encoder** (memory/text/embeddings.py) reads each of the user's newest
+messages and compares it with two short lists of example sentences written for the
+rubric's kinds, :data:`DURABLE_EXAMPLES` (a name, how to be answered, a plan with a date,
+an allergy or diet, a rule about one's time, a decision, a fact about one's life or work)
+and :data:`PASSING_EXAMPLES` (questions, trivia, jokes, translations, sums, how-tos,
+thanks, small talk, where the user is or what they are doing right now). A message's
+score is its mean similarity to its :data:`NEAREST` nearest durable examples minus that to
+its nearest passing ones; the topic's score is the highest; the topic is promoted when it
+reaches :data:`THRESHOLD`. The encoder is multilingual, so English examples serve every
+language it reads (measured in six). It costs no model call: a few milliseconds.
 
 The seed's rules are unchanged and come first: only a strict boolean ``true`` from the
-summary is looked at again (the judge can only take a promotion away, never add one), a
-failed judge call promotes nothing, ``MIN_MEMORY_TURNS`` and the outside-tool rule apply
-after it (memory/actions/summarize.py), and the user's choice wins over all of it
+summary is looked at again (the second look can take a promotion away, never add one),
+``MIN_MEMORY_TURNS`` and the outside-tool rule apply after it (memory/actions/summarize.py),
+the offline model's fallbacks never promote, and the user's choice wins over all of it
 (memory/stores/memory_states.py).
+
+``PROMOTION_SECOND_LOOK``: ``auto`` (the default: on for a small profile when the
+multilingual encoder is installed, off for a capable model, whose flag is kept as the
+specification has it), ``on`` or ``off``.
 """
 
 from __future__ import annotations
@@ -25,93 +33,135 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django.conf import settings
 
 from memory.lib.text import clip
-from memory.llm import LLMError, get_chat_model
-from memory.models import Message, Session
+from memory.llm.profiles import configured_profile
+from memory.models import Message
+from memory.text.embeddings import embed, encoder_name
 
 logger = logging.getLogger(__name__)
 
-# The rubric, for one message of the user at a time: a 1.5B model tells "this sentence
-# states a lasting fact about the user" far better than it weighs a whole conversation
-# (docs/measurements.md). Only the user's own words are judged: what the assistant or a
-# tool said is not the user's to remember.
-PROMOTION_RUBRIC = """You read one message a user wrote to an assistant. Does the message tell something lasting about the user that the assistant should remember for weeks: their name or nickname, a preference about how to be answered, a plan with a date, an allergy, diet or health condition, a rule about their time, a decision they made, or a fact about their life or work (job, home city, family, pet)?
-Say no for questions, requests for trivia, jokes, translations, calculations or how-tos, thanks, small talk, and for where the user is or what they are doing right now.
-Answer with one word: yes or no."""  # noqa: E501 (one paragraph, as the model read it)
-PROMOTION_QUESTION = "Lasting fact about the user? Answer yes or no."
-# What the judge reads: the newest user messages, each clipped.
-JUDGE_MESSAGES = 8
-JUDGE_MESSAGE_CHARS = 1000
-
-
-# The threshold chosen for Qwen2.5-Coder-1.5B on the tune half (19/24; the test half gave
-# 29/44: docs/measurements.md, "Promotion"); what the local-model lane sets and
-# bench.summary_quality uses by default.
-SMALL_MODEL_THRESHOLD = 0.6
+# Written for the rubric's kinds, with subjects of their own (none is taken from the
+# labelled sets); two sentences were added on the tune half (a new manager, a fixed
+# budget; a "found it, all good" reply). Only the user's own words are compared: what
+# the assistant or a tool said is not the user's to remember.
+DURABLE_EXAMPLES = (
+    # a name
+    "Please call me Jo, that's what my friends call me.",
+    "My name is Priya.",
+    # how to be answered
+    "Keep your answers brief, no more than three sentences.",
+    "Always give temperatures in Fahrenheit for me.",
+    "When you show code, use TypeScript, not JavaScript.",
+    "Please stop using emojis when you reply to me.",
+    # plans with a date
+    "My sister's wedding is on 21 October and I'm giving a speech.",
+    "I have a job interview at a bank next Thursday.",
+    "We're driving to the Alps for the Christmas holidays.",
+    # allergy, diet, health
+    "I'm allergic to shellfish.",
+    "I have type 1 diabetes, so watch the sugar in meal ideas.",
+    "I don't eat pork for religious reasons.",
+    "I hurt my knee, so no running for two months.",
+    # rules about one's time
+    "Never book anything for me before 10 am.",
+    "Fridays are my day off, keep them free.",
+    # decisions
+    "We settled it: the mobile app will be written in Flutter.",
+    "I've decided to sell my car and cycle to work.",
+    "The board agreed the office closes in December.",
+    # life and work
+    "I'm a veterinary nurse at a small clinic.",
+    "I just moved to Rotterdam with my partner.",
+    "We have twin boys who are four years old.",
+    "Our cat Miso is fourteen and has kidney trouble.",
+    "I've been working from home full time since last year.",
+    "I run a bakery with two employees.",
+    "My team lead is now Kenji; he wants weekly summaries.",
+    "Our holiday budget is 3,000 dollars, not a cent more.",
+)
+PASSING_EXAMPLES = (
+    # questions, trivia
+    "How tall is Mount Everest?",
+    "Who painted the Mona Lisa?",
+    "What year did the Berlin Wall fall?",
+    "How many legs does a spider have?",
+    # jokes, fun
+    "Make me laugh, tell me something silly.",
+    "Haha, that's terrible. One more?",
+    "Give me a fun fact about octopuses.",
+    # translations
+    "How do you say 'good morning' in Italian?",
+    "What's 'butterfly' in German?",
+    # sums
+    "What's 35 times 12?",
+    "Convert 5 miles to kilometres.",
+    # how-tos
+    "How do I remove rust from a bike chain?",
+    "How can I undo changes in Excel?",
+    "What's the best way to clean a cast iron pan?",
+    # thanks, small talk
+    "Thank you, that helps.",
+    "Nice, good to know.",
+    "Oh wow, really?",
+    "Okay, that's all for now.",
+    # where the user is or what they are doing right now
+    "I'm in a queue at the post office, it's so slow.",
+    "I'm cooking dinner right now, how long do I fry onions?",
+    "Sitting in a café, reading a novel about sailors.",
+    "It worked, the printer is printing now.",
+    "Found the button, all good now.",
+    "I'm listening to an old Queen album, when did it come out?",
+    "Watching tennis, who's the favourite to win?",
+)
+#: A message is compared with this many of its nearest examples of each kind.
+NEAREST = 3
+#: The score a topic needs, chosen on the tune half (43/44 from 0.0 to 0.005; the test
+#: half, run once after: 43/44; docs/measurements.md, "Promotion").
+THRESHOLD = 0.0
+#: What the second look reads: the user's newest messages, each clipped.
+LOOK_MESSAGES = 8
+LOOK_MESSAGE_CHARS = 1000
+SECOND_LOOK_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
 class PromotionVerdict:
-    include: bool  # the model's decision, before MIN_MEMORY_TURNS and the outside-tool rule
-    probability: float | None  # the judge's P(yes); None when it did not run or failed
-    detail: str = ""
+    include: bool  # the decision, before MIN_MEMORY_TURNS and the outside-tool rule
+    score: float | None  # the second look's score; None when it did not run
 
 
-def judge_threshold() -> float:
-    """P(yes) a summary's ``true`` needs to stand; 0 leaves the summary's flag alone."""
-    return float(settings.PROMOTION_JUDGE_THRESHOLD)
+def second_look_on(model_name: str) -> bool:
+    """Whether a summary's ``true`` from ``model_name`` is looked at again."""
+    mode = settings.PROMOTION_SECOND_LOOK
+    if mode in ("on", "off"):
+        return mode == "on"
+    return configured_profile(model_name).kind == "small" and encoder_name() == "use"
 
 
-def judge_messages(text: str) -> list[dict]:
-    """The rubric, then one message of the user."""
-    said = clip(text.strip(), JUDGE_MESSAGE_CHARS)
-    return [
-        {"role": "system", "content": PROMOTION_RUBRIC},
-        {"role": "user", "content": f"Message: {said}\n\n{PROMOTION_QUESTION}"},
-    ]
-
-
-def durable_probability(
-    history: Sequence[Message], *, enough: float | None = None, session: Session | None = None
-) -> float:
-    """The judge's P(yes) for a topic: the highest over the user's newest messages (it
-    stops at the first that reaches ``enough``), asked of ``session``'s summary model (the
-    deployment's without one). Raises LLMError."""
-    said = [m.content for m in history if m.role == Message.Role.USER and m.content.strip()]
-    model = get_chat_model("summary", session=session)
-    best = 0.0
-    for text in said[-JUDGE_MESSAGES:]:
-        best = max(best, model.yes_probability(messages=judge_messages(text)))
-        if enough is not None and best >= enough:
-            break
-    return best
-
-
-def judged(include: bool, probability: float | None, threshold: float) -> bool:
-    """The decision: the summary's strict flag, and P(yes) at least ``threshold`` when a
-    threshold is set (a judge that gave no probability promotes nothing)."""
-    if include is not True:
-        return False
-    if threshold <= 0:
-        return True
-    return probability is not None and probability >= threshold
+def durable_score(texts: Sequence[str]) -> float:
+    """How much the most telling of ``texts`` (the user's messages) reads like something
+    lasting about the user rather than something passing; above :data:`THRESHOLD` it is."""
+    said = [clip(text.strip(), LOOK_MESSAGE_CHARS) for text in texts if text.strip()]
+    if not said:
+        return float("-inf")
+    vectors = embed(said[-LOOK_MESSAGES:])
+    durable = np.sort(vectors @ embed(DURABLE_EXAMPLES).T, axis=1)[:, -NEAREST:].mean(axis=1)
+    passing = np.sort(vectors @ embed(PASSING_EXAMPLES).T, axis=1)[:, -NEAREST:].mean(axis=1)
+    return float((durable - passing).max())
 
 
 def decide_promotion(
-    history: Sequence[Message], *, include: bool, session: Session | None = None
+    history: Sequence[Message], *, include: bool, model_name: str
 ) -> PromotionVerdict:
-    """The summary's strict flag, checked by the judge when one is configured."""
-    threshold = judge_threshold()
-    if include is not True or threshold <= 0:
-        return PromotionVerdict(include=include is True, probability=None)
-    try:
-        probability = durable_probability(history, enough=threshold, session=session)
-    except LLMError as err:
-        logger.info("promotion judge failed; the topic is not promoted: %s", err)
-        return PromotionVerdict(include=False, probability=None, detail=str(err))
-    keep = judged(include, probability, threshold)
+    """The summary's strict flag, looked at again when :func:`second_look_on`."""
+    if include is not True or not second_look_on(model_name):
+        return PromotionVerdict(include=include is True, score=None)
+    said = [m.content for m in history if m.role == Message.Role.USER]
+    score = durable_score(said)
+    keep = score >= THRESHOLD
     if not keep:
-        logger.info("promotion judge: P(yes) %.2f below %.2f", probability, threshold)
-    return PromotionVerdict(include=keep, probability=probability)
+        logger.info("promotion: second look %.3f below %.3f; not promoted", score, THRESHOLD)
+    return PromotionVerdict(include=keep, score=score)

@@ -322,7 +322,8 @@ def generate_summary(
     try:
         # The session's summary model: its agent's, or the model the user picked.
         session = topic.session if topic is not None else None
-        answer = get_chat_model("summary", session=session).complete_json(
+        model = get_chat_model("summary", session=session)
+        answer = model.complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
         )
         title, summary, include = parse_summary_answer(answer)
@@ -334,8 +335,7 @@ def generate_summary(
         return replace(fallback_summary(messages, detail=str(err)), through_seq=through)
     # A small model's flag is looked at again (memory/actions/promotion.py), and what the
     # user stated is captured as facts (memory/actions/capture.py), when configured.
-    verdict = decide_promotion(messages, include=include, session=session)
-    include = verdict.include
+    include = decide_promotion(messages, include=include, model_name=model.name).include
     facts = ()
     if include and capture_enabled():
         facts = capture_facts(

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from memory.actions.curation import do_agent_curation
+from memory.actions.facts import do_set_fact, do_unset_fact
 from memory.lib.errors import OUTSIDE_TEXT_FACT_ERROR, InvalidInput, Refused
 from memory.lib.text import one_line
 from memory.lib.tool_words import BUILTIN_TOOL_NAMES
@@ -41,8 +42,6 @@ from memory.stores.facts import (
     find_fact_key,
     read_fact,
     read_facts,
-    set_fact,
-    unset_fact,
 )
 from memory.stores.messages import store_message
 from memory.stores.notes import append_notes, read_latest_notes, replace_notes
@@ -389,14 +388,15 @@ def _important_info(session: Session, arguments: dict, actor: str) -> dict[str, 
     if actor == FactActor.AGENT and session.messages.outside_tool_results().exists():
         raise ToolError(OUTSIDE_TEXT_FACT_ERROR)  # an injection must not reach every prefix
     # The turn's topic: where the fact was learnt (its provenance).
-    writer = {"actor": actor, "topic_id": _active_topic(session).pk}
+    # The session's open sockets are told (fact.changed), as for the user's own writes.
+    writer = {"session": session, "actor": actor, "topic_id": _active_topic(session).pk}
     if operation == "$set":
         if "value" not in arguments:
             raise ToolError("value is required for $set")
-        data = set_fact(**scope, key=key, value=arguments["value"], **writer)
+        data = do_set_fact(key=key, value=arguments["value"], **writer)
         stored = find_fact_key(data, check_fact_key(key)) or key
         return {"ok": True, "key": stored, "value": data.get(stored)}
-    return {"ok": True, "key": key, "removed": unset_fact(**scope, key=key, **writer)}
+    return {"ok": True, "key": key, "removed": do_unset_fact(key=key, **writer)}
 
 
 def _manage_topic_memory(session: Session, arguments: dict, actor: str) -> dict[str, Any]:

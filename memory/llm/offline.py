@@ -54,10 +54,6 @@ class OfflineModel:
         yield from re.findall(r"\S+\s*", content)
         yield Completion(content=content, tool_calls=tool_calls, usage=None, model=self.name)
 
-    def yes_probability(self, *, messages: list[dict]) -> float:
-        """No model judges anything offline: a call that needs one takes its fallback."""
-        raise LLMError("offline model: no model configured")
-
     def complete_json(
         self,
         *,

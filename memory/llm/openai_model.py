@@ -6,7 +6,6 @@ the seam sees the ``openai`` package, its exceptions or its response types."""
 from __future__ import annotations
 
 import json
-import math
 import socket
 import threading
 import time
@@ -177,30 +176,6 @@ class OpenAIChatModel:
             assert isinstance(completion, Completion)
             return parse_json_object(completion.content)
         raise AssertionError("the last mode raises or returns")
-
-    def yes_probability(self, *, messages: list[dict]) -> float:
-        """How likely the model's one-word answer is "yes" rather than "no", in [0, 1].
-
-        One token at temperature 0 with its ``top_logprobs`` (OpenAI, llama.cpp's server):
-        the probability mass of the candidates that read "yes", over that of "yes" and "no".
-        An endpoint that returns no log-probabilities is read by its answer (1.0 for a yes,
-        0.0 for anything else); an answer that is neither word raises LLMError.
-        """
-        request = {
-            "model": self.name,
-            "messages": messages,
-            "max_tokens": 1,
-            "temperature": 0,
-            "logprobs": True,
-            "top_logprobs": YES_NO_CANDIDATES,
-        }
-        guard = _IdleGuard(self._timeouts.idle)
-        with self._translated_errors(guard):
-            response = self._client.chat.completions.create(**request)
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise LLMError("model endpoint answered with no choice")
-        return yes_share(choices[0])
 
     def _streamed(self, request: dict[str, Any]) -> Iterator[str | Completion]:
         """One streamed call: its text deltas, then the Completion. The first chunk may take
@@ -448,32 +423,6 @@ class _StreamAssembly:
             usage=self._usage,
             model=self._model,
         )
-
-
-# How many alternatives of the one answer token a yes/no call asks for.
-YES_NO_CANDIDATES = 10
-
-
-def yes_share(choice: Any) -> float:
-    """P(yes) / (P(yes) + P(no)) from a choice's first-token log-probabilities, or its text."""
-    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-    candidates = (getattr(content[0], "top_logprobs", None) or []) if content else []
-    yes = no = 0.0
-    for candidate in candidates:
-        word = str(getattr(candidate, "token", "")).strip().casefold()
-        chance = math.exp(float(getattr(candidate, "logprob", -math.inf)))
-        if word == "yes":
-            yes += chance
-        elif word == "no":
-            no += chance
-    if yes + no > 0:
-        return yes / (yes + no)
-    said = str(getattr(getattr(choice, "message", None), "content", "") or "").strip().casefold()
-    if said.startswith("yes"):
-        return 1.0
-    if said.startswith("no"):
-        return 0.0
-    raise LLMError(f"the model answered neither yes nor no: {one_line(said, 40)!r}")
 
 
 def _text(value: object) -> str:

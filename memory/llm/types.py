@@ -73,8 +73,3 @@ class ChatModel(Protocol):
         constrain it) and return it parsed. ``max_tokens`` (0: no limit) bounds the answer:
         one cut short is not JSON, so the call fails instead of running on."""
         ...
-
-    def yes_probability(self, *, messages: list[dict]) -> float:
-        """How likely the model answers "yes" rather than "no" to ``messages`` (0 to 1),
-        from its log-probabilities where the endpoint returns them. Raises LLMError."""
-        ...
