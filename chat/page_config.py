@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.middleware.csrf import get_token
 from django.urls import reverse
 
+from memory.actions.sessions import model_choices, session_choice
 from memory.lib.limits import MAX_MESSAGE_CHARS
 from memory.llm import get_chat_model
 from memory.llm.local import local_model_status
@@ -41,6 +42,7 @@ _ROUTES = {
     "memoryConsolidations": ("api-memory-consolidations", ()),
     "memoryConsolidationUndo": ("api-memory-consolidation-undo", ("run_id",)),
     "dataExport": ("data-export", ()),
+    "sessionModel": ("api-session-model", ("session_id",)),
 }
 # The websocket route (chat/routing.py) is not one Django's URL resolver knows.
 SOCKET_PATH = "/ws/sessions/{session_id}/"
@@ -66,16 +68,20 @@ def url_templates() -> dict[str, str]:
     return urls
 
 
-def model_shown(agent=None) -> dict:
-    """The model a page names (the agent's own, or the settings'), and whether it is the
-    offline stand-in, and its profile (memory/llm/profiles.py): the chat page's badge and the
-    start-up banner say which is active."""
-    model = get_chat_model("chat", agent=agent)
+def model_shown(session) -> dict:
+    """The model a session answers with (the user's pick, the agent's own, or the
+    settings'), whether it is the offline stand-in, its profile (memory/llm/profiles.py),
+    the local model's progress while ``make run`` prepares it, and the models the user may
+    pick: what the chat page's badge shows (templates/chat/_model_badge.html), on the
+    page and from GET sessions/<id>/model, which the page asks again while the local model
+    is being prepared."""
+    model = get_chat_model("chat", session=session)
     profile = configured_profile(model.name)
     shown = {
         "name": model.name,
         "offline": bool(model.offline),
         "local": "",
+        "state": "",
         "profile": profile.kind,
         "profile_help": PROFILE_HELP[profile.kind],
     }
@@ -83,6 +89,11 @@ def model_shown(agent=None) -> dict:
     if status and status.get("state") in {"preparing", "unavailable"}:
         # make run's local model (driftless/local_model.py): its progress, or why not.
         shown["local"] = str(status.get("message", ""))[:300]
+        shown["state"] = status["state"]
+    agents = get_chat_model("chat", agent=session.agent)
+    choices = model_choices(agent_model="offline model" if agents.offline else agents.name)
+    shown["choices"] = [{"id": c.id, "label": c.label} for c in choices]
+    shown["choice"] = session_choice(session)
     return shown
 
 

@@ -117,7 +117,7 @@ def chat(request, session_id: int):
         "current_id": session.pk,
         "initial": initial,
         "config": config,
-        "model": model_shown(session.agent),
+        "model": model_shown(session),
     }
     return render(request, "chat/session.html", context)
 

@@ -72,9 +72,11 @@ class FakeOpenAI:
         responder: Callable[[dict], tuple[str, Usage | None]] | None = None,
         fail_ratio: float = 0.0,
         seed: int = 0,
+        port: int = 0,
     ) -> None:
         """Unscripted requests get ``responder(body)`` (or ``default_text``); a share
-        ``fail_ratio`` of them fails with HTTP 500 instead, drawn from ``seed``."""
+        ``fail_ratio`` of them fails with HTTP 500 instead, drawn from ``seed``. It listens
+        on 127.0.0.1:``port`` (0: a free one)."""
         self.default_text = default_text
         self.responder = responder
         self.fail_ratio = fail_ratio
@@ -102,7 +104,7 @@ class FakeOpenAI:
         self._stopping = threading.Event()
         self._call_count = 0
         handler = type("Handler", (_ChatHandler,), {"fake": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", port), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             args=(_POLL_SECONDS,),

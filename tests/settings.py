@@ -31,7 +31,9 @@ if CI and not all(SERVICES.values()):
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 # Tests never prepare nor start the local model (a server a test starts inherits this).
-os.environ["LOCAL_MODEL"] = "off"
+# A server a browser test starts may follow a status file the test writes in its own var
+# directory (DRIFTLESS_TEST_LOCAL_MODEL=auto): still nothing is built or started.
+os.environ["LOCAL_MODEL"] = os.environ.get("DRIFTLESS_TEST_LOCAL_MODEL") or "off"
 # The deterministic stand-in encoder (memory/text/embeddings.py): a test about the packaged
 # encoder chooses it itself.
 os.environ.setdefault("DRIFTLESS_EMBEDDINGS", "hashed")

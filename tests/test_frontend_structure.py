@@ -52,13 +52,16 @@ def test_every_import_is_explicit_and_resolves(path):
         assert (path.parent / target).is_file(), (path.name, target)
 
 
+SERVER_HTML = {"render.js", "sessions.js", "model-badge.js"}
+
+
 def test_the_page_parses_no_markdown_and_writes_html_only_from_the_server():
     """innerHTML takes the server's sanitized rendering (render.js) or the server's own
-    template (the sessions list), nothing a script assembled from text."""
+    template (the sessions list, the model badge), nothing a script assembled from text."""
     for path in SCRIPTS:
         for line in code(path).splitlines():
             if "innerHTML" in line:
-                assert path.name in {"render.js", "sessions.js"}, (path.name, line)
+                assert path.name in SERVER_HTML, (path.name, line)
     assert not (ROOT / "static" / "js" / "markdown.js").exists()
 
 

@@ -123,10 +123,11 @@ def install_recorder(ledger: Ledger, pending: list) -> None:
     import memory.drift.llm
     from memory.llm import OfflineModel, get_chat_model
 
-    def recorded(purpose="chat", *, model_name=None, agent=None):
+    def recorded(purpose="chat", *, model_name=None, agent=None, session=None):
         if ledger.phase == "ingest" and ledger.offline_ingest:
             return RecordingModel(OfflineModel(), ledger)
-        return RecordingModel(get_chat_model(purpose, model_name=model_name, agent=agent), ledger)
+        model = get_chat_model(purpose, model_name=model_name, agent=agent, session=session)
+        return RecordingModel(model, ledger)
 
     for module in (memory.actions.turn, memory.actions.summarize, memory.drift.llm):
         module.get_chat_model = recorded

@@ -5,6 +5,7 @@ from chat.api import (
     context,
     evaluation,
     memory,
+    model_choice,
     portability,
     preferences,
     search,
@@ -15,6 +16,7 @@ from chat.api import (
 urlpatterns = [
     *sessions.urlpatterns,
     *memory.urlpatterns,
+    *model_choice.urlpatterns,
     *context.urlpatterns,
     *evaluation.urlpatterns,
     *search.urlpatterns,

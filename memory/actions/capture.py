@@ -33,7 +33,7 @@ from django.conf import settings
 from memory.actions.facts import do_set_fact
 from memory.lib.errors import Conflict, InvalidInput
 from memory.llm import LLMError, get_chat_model
-from memory.models import FactActor, Message, Topic
+from memory.models import FactActor, Message, Session, Topic
 from memory.stores.facts import check_fact_key, check_fact_value
 
 logger = logging.getLogger(__name__)
@@ -97,12 +97,18 @@ def capture_messages(call_messages: list[dict], title: str, summary: str) -> lis
 
 
 def capture_facts(
-    call_messages: list[dict], *, title: str, summary: str, history: Sequence[Message]
+    call_messages: list[dict],
+    *,
+    title: str,
+    summary: str,
+    history: Sequence[Message],
+    session: Session | None = None,
 ) -> tuple[CapturedFact, ...]:
-    """The facts the user stated, as the model finds them and the checks keep them; ()
-    when the call fails or its answer is not the asked shape."""
+    """The facts the user stated, as ``session``'s summary model finds them (the
+    deployment's without one) and the checks keep them; () when the call fails or its
+    answer is not the asked shape."""
     try:
-        answer = get_chat_model("summary").complete_json(
+        answer = get_chat_model("summary", session=session).complete_json(
             messages=capture_messages(call_messages, title, summary),
             schema=CAPTURE_SCHEMA,
             schema_name="user_facts",

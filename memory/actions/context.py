@@ -171,7 +171,7 @@ def assemble_context(
     window, span = trailing_window(
         topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
     )
-    shape = turn_shape(profile or _answering_profile(agent), _latest_user(window))
+    shape = turn_shape(profile or _answering_profile(session), _latest_user(window))
     tools = _tools(extra_tools) if shape.tools else []
     memory = get_persistent_memory(session=session)
     carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
@@ -550,7 +550,8 @@ def _tool_results_text(window: list[dict]) -> str:
     )
 
 
-def _answering_profile(agent) -> ModelProfile:
-    """The profile of the model that answers this agent's turns: its endpoint's model when
-    an operator picked one in admin, else its own model name or the deployment's."""
-    return configured_profile(get_chat_model("chat", agent=agent).name)
+def _answering_profile(session: Session) -> ModelProfile:
+    """The profile of the model that answers this session's turns: the user's pick where
+    the operator allows it, else the agent's endpoint's model when an operator picked one
+    in admin, else its own model name or the deployment's."""
+    return configured_profile(get_chat_model("chat", session=session).name)

@@ -116,7 +116,8 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
     if topic.evaluated_through_seq >= history[-1].seq:
         return EvaluationOutcome("skipped", "no new message since the last evaluation", topic.pk)
 
-    detector = detector or get_drift_detector()
+    # The session's own model judges its drift (its agent's, or the user's pick).
+    detector = detector or get_drift_detector(session=topic.session)
     forks = fork_while_drifting(topic=topic, history=history, detector=detector)
     if forks is None:
         return EvaluationOutcome("skipped", "the active topic changed meanwhile", topic.pk)

@@ -320,8 +320,9 @@ def generate_summary(
     turns = sum(1 for message in messages if message.is_conversation)
     outside = [m.tool_name for m in messages if m.role == Message.Role.TOOL and _outside(m)]
     try:
-        agent = topic.session.agent if topic is not None else None
-        model = get_chat_model("summary", agent=agent)
+        # The session's summary model: its agent's, or the model the user picked.
+        session = topic.session if topic is not None else None
+        model = get_chat_model("summary", session=session)
         answer = model.complete_json(
             messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
         )
@@ -337,7 +338,9 @@ def generate_summary(
     include = decide_promotion(messages, include=include, model_name=model.name).include
     facts = ()
     if include and capture_enabled():
-        facts = capture_facts(call.messages, title=title, summary=summary, history=messages)
+        facts = capture_facts(
+            call.messages, title=title, summary=summary, history=messages, session=session
+        )
     if include and outside:
         logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])
     return TopicSummary(

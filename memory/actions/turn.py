@@ -320,8 +320,9 @@ def _converse(
 ) -> None:
     """Ask the model, run the tools it calls, ask again; store the final reply (what had
     streamed, marked stopped, when the user stops it)."""
-    # The agent's own model and temperature, when it has them; the settings' otherwise.
-    model = get_chat_model("chat", agent=session.agent)
+    # The session's pick (where the operator allows it), else the agent's own model, else
+    # the settings'; resolved now, so a change applies from this turn with no restart.
+    model = get_chat_model("chat", session=session)
     messages = list(stack.messages)
     tools, calls = stack.tools, CallResults()
     for round_number in range(MAX_TOOL_ROUNDS + 1):

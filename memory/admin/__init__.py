@@ -210,7 +210,11 @@ class SessionAdmin(OperatorActions, OrganizationScoped, admin.ModelAdmin):
     list_filter = ["agent", "organization", "user"]
     search_fields = ["title", "user__username", "agent__name"]
     form = checked_form(Session, title=check_title)
+    # The user's pick of a model is theirs (the chat page): shown, never changed here, and
+    # the endpoint itself (superusers' only) is not offered to organization operators.
+    exclude = ["model_endpoint"]
     readonly_fields = [
+        "model_name",
         "message_count",
         "drift_result",
         "cache_hit_rate",

@@ -48,8 +48,16 @@ def test_connection(modeladmin, request, queryset):
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ["name", "base_url", "model_list", "api_key_env", "agent_count"]
-    fields = ["name", "base_url", "model_names", "api_key_env", "api_key_file", "profiles"]
+    list_display = ["name", "base_url", "model_list", "user_list", "api_key_env", "agent_count"]
+    fields = [
+        "name",
+        "base_url",
+        "model_names",
+        "user_model_names",
+        "api_key_env",
+        "api_key_file",
+        "profiles",
+    ]
     readonly_fields = ["profiles"]
     actions = [test_connection]
     superusers_only = True  # tests/test_admin_scope.py: not organization-scoped, hidden instead
@@ -74,6 +82,10 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     @admin.display(description="models")
     def model_list(self, endpoint):
         return ", ".join(endpoint.models)
+
+    @admin.display(description="users may pick")
+    def user_list(self, endpoint):
+        return ", ".join(endpoint.user_models) or "—"
 
     @admin.display(description="agents")
     def agent_count(self, endpoint):

@@ -19,6 +19,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -152,17 +153,19 @@ def parse_drift_answer(answer: object, *, first: int, last: int) -> DriftVerdict
     return DriftVerdict(True, start, f"model: new subject at turn {start}")
 
 
-def get_drift_detector() -> DriftDetector:
+def get_drift_detector(*, session: Any = None) -> DriftDetector:
     """The detector ``settings.DRIFT_DETECTOR`` names ("auto", "llm", "lexical", "baseline").
 
     "llm" lets the model decide, "auto" asks it only where the model-free detector is
     unsure (and skips the call for a window without a user turn); with the offline model
-    both fall back to the model-free detector ("semantic").
+    both fall back to the model-free detector ("semantic"). The model is the summary model
+    of ``session`` (a memory.models.Session: its agent's, or the user's pick; memory/llm
+    get_chat_model), the deployment's without one.
     """
     choice = settings.DRIFT_DETECTOR
     if choice not in ("auto", "llm"):
         return get_detector(choice)
-    model = get_chat_model("summary")
+    model = get_chat_model("summary", session=session)
     if model.offline:
         return get_detector("semantic")
     return LLMDriftDetector(model, prefilter=choice == "auto")

@@ -39,6 +39,7 @@ __all__ = [
     "fit_to_context",
     "get_chat_model",
     "parse_json_object",
+    "session_pick",
     "strip_reasoning",
 ]
 
@@ -98,20 +99,43 @@ def _deployment_endpoint() -> tuple[str, str, str] | None:
     return None
 
 
+def session_pick(session: Any) -> tuple[Any, str] | None:
+    """(endpoint, model) the user picked for ``session`` (a memory.models.Session), while
+    the operator still lets users pick it (ModelEndpoint.user_models); None otherwise."""
+    endpoint = getattr(session, "model_endpoint", None)
+    name = (getattr(session, "model_name", "") or "").strip()
+    if endpoint is None or not name or name not in endpoint.user_models:
+        return None
+    return endpoint, name
+
+
 def get_chat_model(
     purpose: Literal["chat", "summary"] = "chat",
     *,
     model_name: str | None = None,
     agent: Any = None,
+    session: Any = None,
 ) -> ChatModel:
     """Return the model for `purpose`, resolved on every call (the client is cached).
 
-    Resolving each time lets operators switch an agent's endpoint in admin, and the local
-    model take over once it is ready, with no restart. With ``agent`` (a memory.models.Agent)
-    whose ``endpoint`` is set, that endpoint answers, with the agent's chat or summary model
-    (its endpoint's first model by default). Otherwise the deployment's endpoint answers:
-    `model_name` (or the agent's own) replaces DRIFTLESS_MODEL on it; blank keeps it.
+    Resolving each time lets operators switch an agent's endpoint in admin, users pick a
+    session's model, and the local model take over once it is ready, with no restart.
+
+    With ``session`` (a memory.models.Session; its agent is then ``agent``) whose user
+    picked a model the operator allows (:func:`session_pick`), that model answers the
+    chat, and the summary too unless the agent names a summary model of its own. Else,
+    with ``agent`` (a memory.models.Agent) whose ``endpoint`` is set, that endpoint
+    answers, with the agent's chat or summary model (its endpoint's first model by
+    default). Otherwise the deployment's endpoint answers: `model_name` (or the agent's
+    own) replaces DRIFTLESS_MODEL on it; blank keeps it.
     """
+    if session is not None and agent is None:
+        agent = session.agent
+    own_summary = (getattr(agent, "summary_model_name", "") or "").strip() if agent else ""
+    pick = session_pick(session) if session is not None else None
+    if pick is not None and not (purpose == "summary" and own_summary):
+        endpoint, name = pick
+        return _openai_model(endpoint.base_url, endpoint_key(endpoint), name)
     endpoint = getattr(agent, "endpoint", None) if agent is not None else None
     if agent is not None and not model_name:
         model_name = (agent.model_name or "").strip()
@@ -126,8 +150,11 @@ def get_chat_model(
         chat_model = model_name or default_model
     name = chat_model
     if purpose == "summary":
-        own = (getattr(agent, "summary_model_name", "") or "").strip() if agent else ""
-        name = own or (endpoint is None and settings.DRIFTLESS_SUMMARY_MODEL) or chat_model
+        name = own_summary or (endpoint is None and settings.DRIFTLESS_SUMMARY_MODEL) or chat_model
+    return _openai_model(base_url, api_key, name)
+
+
+def _openai_model(base_url: str, api_key: str, name: str) -> OpenAIChatModel:
     timeouts = _timeouts()
     return OpenAIChatModel(
         name=name,

@@ -70,6 +70,18 @@ class Session(models.Model):
     drift_result = models.CharField(
         max_length=300, blank=True, help_text="Latest drift verdict, shown in the context stack."
     )
+    model_endpoint = models.ForeignKey(
+        "memory.ModelEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sessions",
+        help_text="The endpoint of the model the user picked for this session (blank: the "
+        "agent's). Followed only while the operator lets users pick that model.",
+    )
+    model_name = models.CharField(
+        max_length=200, blank=True, help_text="The model the user picked (blank: the agent's)."
+    )
     evaluation_due_at = models.DateTimeField(
         null=True,
         blank=True,

@@ -1,6 +1,10 @@
 """Model endpoints the operator declares (admin): any OpenAI-compatible server, its model
 names and where its key is. The key itself is never stored: ``api_key_env`` names the
-environment variable that holds it (or ``api_key_file`` a file readable by the server)."""
+environment variable that holds it (or ``api_key_file`` a file readable by the server).
+
+``user_model_names`` are the models of the endpoint users may pick for a session of theirs
+(the chat page's picker; memory/actions/sessions.py): only those, and only while the
+operator leaves them there."""
 
 from __future__ import annotations
 
@@ -17,6 +21,12 @@ def validate_env_name(value: str) -> None:
         raise ValidationError(
             "The NAME of an environment variable (e.g. OPENAI_API_KEY), never the key itself."
         )
+
+
+class ModelEndpointQuerySet(models.QuerySet):
+    def pickable(self) -> ModelEndpointQuerySet:
+        """Endpoints with a model users may pick."""
+        return self.exclude(user_model_names="")
 
 
 class ModelEndpoint(models.Model):
@@ -40,7 +50,15 @@ class ModelEndpoint(models.Model):
         blank=True,
         help_text="Or a file on the server holding the key (a secrets mount).",
     )
+    user_model_names = models.TextField(
+        "models users may pick",
+        blank=True,
+        help_text="Of the models above, those users may pick for a session of theirs on the "
+        "chat page, one a line (blank: none; the agent's own model is always a choice).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ModelEndpointQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -50,4 +68,25 @@ class ModelEndpoint(models.Model):
 
     @property
     def models(self) -> list[str]:
-        return [line.strip() for line in self.model_names.splitlines() if line.strip()]
+        return _lines(self.model_names)
+
+    @property
+    def user_models(self) -> list[str]:
+        """The models users may pick: those of ``user_model_names`` the endpoint serves."""
+        served = set(self.models)
+        return [name for name in _lines(self.user_model_names) if name in served]
+
+    def clean(self) -> None:
+        unknown = [name for name in _lines(self.user_model_names) if name not in self.models]
+        if unknown:
+            raise ValidationError(
+                {
+                    "user_model_names": "Not among its models above: "
+                    + ", ".join(unknown)
+                    + ". Users may pick only models the endpoint serves."
+                }
+            )
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]

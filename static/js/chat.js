@@ -28,6 +28,7 @@ import { notesPanel } from "./panel-notes.js";
 import { contextPanel } from "./panel-context.js";
 import { createSocket } from "./socket.js";
 import { createComposer } from "./composer.js";
+import { createModelBadge } from "./model-badge.js";
 
 const sessionId = config.session_id;
 const agentName = initial.session.agent_name;
@@ -96,6 +97,8 @@ const socket = createSocket({
   onClose: socketClosed,
   onState: showConnection,
 });
+// The model badge follows the local model's preparation, and the user's pick of a model.
+createModelBadge({ api, sessionId, toast, onChanged: () => inspector.refresh("context") });
 const composer = createComposer({
   form: $("composer"),
   input: $("composer-input"),
