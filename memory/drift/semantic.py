@@ -61,6 +61,8 @@ SHORT_NORM = 1.0
 #: Turns of such a topic before a candidate that may open a subject unannounced: the
 #: opening question and its one-line answer are too little to compare the next one with.
 SHORT_MIN_BEFORE = 3
+#: User turns the usual margin is the median of, at least (fewer say nothing usual).
+USUAL_NEEDS = 3
 USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
 
 
@@ -190,7 +192,7 @@ class SemanticDetector(LexicalDetector):
         users = [index for index, turn in enumerate(turns) if index and turn.role == "user"]
         every = LexicalDetector.margins(self, turns, users)
         plain = [margin for index, margin in every.items() if not _announced(turns[index].text)]
-        return float(np.median(plain)) if plain else 0.0
+        return float(np.median(plain)) if len(plain) >= USUAL_NEEDS else 0.0
 
     def _user_only(
         self, turns: Sequence[Turn], vectors: np.ndarray, margins: dict[int, float]
