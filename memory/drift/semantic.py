@@ -13,8 +13,11 @@ lies from the topic before it, by the cosine of their mean sentence vectors
 so a candidate far in meaning needs fewer lexical cues to fork, and one close in
 meaning more. The weights are chosen on bench/data/product-tune.jsonl (``python -m
 bench.drift_quality --sweep-semantic``); announced switches keep forking as before.
-With the offline model's templated replies only the user's turns are compared. With the
-test suite's stand-in encoder (hashed words, no meaning) it is the lexical detector.
+With one-line replies (as far as a thread's replies are short) the meaning is compared as
+windows of turns and the word cues relative to the conversation's usual ones
+(:meth:`SemanticDetector.margins`). With the offline model's templated replies only the
+user's turns are compared. With the test suite's stand-in encoder (hashed words, no
+meaning) it is the lexical detector.
 
 Pure Python and numpy (no Django): the benchmark runs it as it is. A turn that comes
 with its stored vector (``Turn.vector``) is never embedded again.
