@@ -31,10 +31,8 @@ single-subject conversation sees.
 
 ``--fit`` refits the per-turn cue weights on a training file and ``--fit-exchange``
 the exchange cue weights (threads with real roles), each printed with a threshold
-sweep, for pasting into ``memory/drift/detectors.py``. ``--sweep-short TUNE --check
-PUBLIC`` sweeps the semantic detector's one-line-reply settings (memory/drift/semantic.py
-``SHORT_*``) on TUNE, with the Pk of each on PUBLIC beside it (a set whose score must
-stay under a published one, not a set to fit).
+sweep, for pasting into ``memory/drift/detectors.py``. ``python -m bench.drift_sweep``
+sweeps the semantic detector's one-line-reply settings.
 """
 
 from __future__ import annotations
@@ -59,7 +57,7 @@ from memory.drift.detectors import (
     exchange_end,
     subject_cues,
 )
-from memory.drift.semantic import SemanticDetector, get_detector, turn_vectors
+from memory.drift.semantic import get_detector
 
 #: Sources whose two speakers are both people: their role labels carry no meaning.
 PEOPLE_SOURCES = frozenset({"tiage"})
@@ -486,62 +484,6 @@ def fit_exchange_report(path: str, scan_back: int) -> None:
     print(f"(current EXCHANGE_THRESHOLD = {EXCHANGE_THRESHOLD})")
 
 
-def with_vectors(dialogues: Sequence[Dialogue]) -> list[Dialogue]:
-    """The dialogues with every turn's sentence vector attached (embedded once, as the
-    product stores them), so that a sweep never embeds a text twice."""
-    out = []
-    for dialogue in dialogues:
-        vectors = turn_vectors(dialogue.turns)
-        turns = [
-            Turn(t.role, t.text, vector=v) for t, v in zip(dialogue.turns, vectors, strict=True)
-        ]
-        out.append(replace(dialogue, turns=turns))
-    return out
-
-
-SHORT_GRID = [None] + [
-    (weight, centre, norm)
-    for norm in (0.0, 1.0)
-    for weight in (4.0, 8.0, 12.0)
-    for centre in (0.25, 0.3, 0.325, 0.35)
-]
-
-
-def sweep_short_report(path: str, check: str | None, *, interval: int, scan_back: int) -> None:
-    """For each one-line-reply setting: switches found and false forks on ``path`` as it
-    is and with every reply cut to its first sentence, and the Pk on ``check``."""
-    tune = with_vectors(load_dialogues(path))
-    terse = with_vectors([with_one_line_replies(d) for d in load_dialogues(path)])
-    public = with_vectors(load_dialogues(check)) if check else []
-    head = ("weight", "centre", "norm", "en", "other", "ff", "1l en", "1l other", "1l ff")
-    print(" ".join(f"{name:>8}" for name in (*head, "check")))
-    for setting in SHORT_GRID:
-        if setting is None:  # one-line replies read as any others: the detector before
-            detector, row = SemanticDetector(one_line=False), ["off", "", ""]
-        else:
-            weight, centre, norm = setting
-            detector = SemanticDetector(short_weight=weight, short_centre=centre, short_norm=norm)
-            row = [f"{weight:.1f}", f"{centre:.3f}", f"{norm:.1f}"]
-        for dialogues in (tune, terse):
-            predictions, scores, _ = run(
-                dialogues, detector, interval=interval, scan_back=scan_back
-            )
-            by_lang, _ = switch_tallies(dialogues, predictions)
-            english = by_lang.get("en", Tally())
-            others = [t for lang, t in by_lang.items() if lang != "en"]
-            row += [
-                f"{english.found}/{english.switches}",
-                f"{sum(t.found for t in others)}/{sum(t.switches for t in others)}",
-                f"{sum(t.false_forks for t in by_lang.values())}/{scores.coherent}",
-            ]
-        checked = (
-            run(public, detector, interval=interval, scan_back=scan_back)[1].pk
-            if public
-            else math.nan
-        )
-        print(" ".join(f"{cell:>8}" for cell in row), f"{checked:8.3f}", flush=True)
-
-
 # --------------------------------------------------------------------------- #
 # Command line
 # --------------------------------------------------------------------------- #
@@ -553,8 +495,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     what.add_argument("--data", help="dialogues to score (JSON lines)")
     what.add_argument("--fit", metavar="TRAIN", help="refit the per-turn weights on TRAIN")
     what.add_argument("--fit-exchange", metavar="TRAIN", help="refit the exchange weights on TRAIN")
-    what.add_argument("--sweep-short", metavar="TUNE", help="sweep the one-line-reply settings")
-    parser.add_argument("--check", help="with --sweep-short: a public set's Pk beside each row")
     parser.add_argument("--detector", default="semantic")
     parser.add_argument("--interval", type=int, default=10, help="messages between checks")
     parser.add_argument("--scan-back", type=int, default=10)
@@ -580,11 +520,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.fit_exchange:
         fit_exchange_report(args.fit_exchange, args.scan_back)
-        return 0
-    if args.sweep_short:
-        sweep_short_report(
-            args.sweep_short, args.check, interval=args.interval, scan_back=args.scan_back
-        )
         return 0
 
     try:

@@ -55,7 +55,7 @@ ANCHOR = True
 #: One-line replies (see :meth:`SemanticDetector.margins`): the turns on each side of a
 #: candidate whose mean meanings are compared, the weight and centre of that comparison,
 #: and how much of the conversation's usual lexical margin is taken off every candidate.
-#: Chosen on product-tune (``python -m bench.drift_quality --sweep-short``) among the
+#: Chosen on product-tune (``python -m bench.drift_sweep``) among the
 #: settings that keep SuperDialseg's Pk under CSM's.
 SHORT_WINDOW = 4
 SHORT_WEIGHT = 8.0
