@@ -31,7 +31,8 @@ single-subject conversation sees.
 
 ``--fit`` refits the per-turn cue weights on a training file and ``--fit-exchange``
 the exchange cue weights (threads with real roles), each printed with a threshold
-sweep, for pasting into ``memory/drift/detectors.py``.
+sweep, for pasting into ``memory/drift/detectors.py``. ``python -m bench.drift_sweep``
+sweeps the semantic detector's one-line-reply settings.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -127,6 +129,21 @@ OFFLINE_REPLY = (
     "Offline mode: no language model is configured, so I cannot answer that. "
     "Memory commands work offline: /remember, /forget, /note."
 )
+
+
+_FIRST_SENTENCE = re.compile(r".+?[.!?。！？](?=\s|$)", re.S)
+
+
+def with_one_line_replies(dialogue: Dialogue) -> Dialogue:
+    """The dialogue as a terse assistant would hold it: every reply cut to its first
+    sentence (the one-line-reply regime, on dialogues written with paragraph replies)."""
+    turns = []
+    for turn in dialogue.turns:
+        if turn.role == "assistant":
+            found = _FIRST_SENTENCE.match(turn.text.strip())
+            turn = Turn("assistant", found.group(0) if found else turn.text)
+        turns.append(turn)
+    return replace(dialogue, turns=turns)
 
 
 def with_offline_replies(dialogue: Dialogue) -> Dialogue:
@@ -484,9 +501,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="write predicted boundaries here (JSON lines)")
     parser.add_argument(
         "--replies",
-        choices=("as-is", "offline"),
+        choices=("as-is", "offline", "one-line"),
         default="as-is",
-        help="keep the assistant's replies, or replace each by the offline model's line",
+        help="keep the assistant's replies, replace each by the offline model's line, or "
+        "cut each to its first sentence",
     )
     parser.add_argument(
         "--roles",
@@ -511,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dialogues = load_dialogues(args.data, roles=args.roles)
     if args.replies == "offline":
         dialogues = [with_offline_replies(d) for d in dialogues]
+    elif args.replies == "one-line":
+        dialogues = [with_one_line_replies(d) for d in dialogues]
     predictions, scores, seconds = run(
         dialogues, detector, interval=args.interval, scan_back=args.scan_back
     )

@@ -35,9 +35,10 @@ def sessions_for_list(user):
     """The user's sessions, latest first, with what a list shows: the title people see
     and the messages the thread shows (the conversation: no tool calls or results).
 
-    The title is stable: the session's own (the user's rename), else its first topic's
-    that has one. A fork never renames the session after its newest topic (issue 24: the
-    Japan chat became "Completely different thing: …")."""
+    The title is the session's own (the user's rename), else its main topic's: the titled
+    topic holding the most messages (memory.stores.messages.shown_session_title). A fork
+    never renames the session after its newest topic (issue 24: the Japan chat became
+    "Completely different thing: …"), only a topic that has outgrown it."""
     return with_list_fields(Session.objects.owned_by(user).select_related("agent"))
 
 
@@ -50,7 +51,7 @@ def listed_sessions(user) -> list[Session]:
     sessions = list(sessions_for_list(user))
     for session in sessions:
         session.shown_title = shown_title(session)
-        session.has_name = bool(session.title or session.first_topic_title)
+        session.has_name = bool(session.title or session.main_topic_title)
     return sessions
 
 

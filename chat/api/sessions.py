@@ -116,7 +116,7 @@ def session_list(request: Request) -> Response:
     methods=["PATCH"],
     request=RenameSessionSerializer,
     responses={200: SessionDetailSerializer, 400: DetailSerializer, 404: _NOT_FOUND},
-    summary="Rename a session (an empty title goes back to the active topic's)",
+    summary="Rename a session (an empty title goes back to its main topic's)",
 )
 @extend_schema(
     methods=["DELETE"],

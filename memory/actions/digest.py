@@ -1,6 +1,6 @@
 """A topic's digest: its summary as computed (memory/actions/summarize.py), and the
-deterministic one a topic gets when the model gives none: its first user message. A
-fallback never promotes."""
+deterministic one a topic gets when the model gives none: its first user message that
+says something (a greeting is skipped). A fallback never promotes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from memory.actions.capture import CapturedFact
 from memory.lib.text import UNTITLED_TOPIC, one_line
+from memory.llm.gist import subject_message
 from memory.models import Message
 
 FALLBACK_TITLE_LIMIT = 60
@@ -30,9 +31,10 @@ class TopicSummary:
 
 
 def fallback_summary(messages: Sequence[Message], *, detail: str = "") -> TopicSummary:
-    """Title and summary from the first user message; a fallback never promotes."""
-    first = next(
-        (m.content for m in messages if m.role == Message.Role.USER and m.content.strip()), ""
+    """Title and summary from the first user message that says something (not "Hi!");
+    a fallback never promotes."""
+    first = subject_message(
+        [m.content for m in messages if m.role == Message.Role.USER and m.content.strip()]
     )
     text = " ".join(first.split())
     return TopicSummary(

@@ -36,7 +36,7 @@ from memory.drift.dialogue_cues import announces_switch
 from memory.drift.llm import LLMDriftDetector, Subject
 from memory.events import publish_on_commit, topic_created
 from memory.lib.text import one_line
-from memory.llm.gist import without_opener
+from memory.llm.gist import subject_message, without_opener
 from memory.models import Message, Session, Topic
 from memory.stores.vectors import message_vectors
 
@@ -214,7 +214,9 @@ def _fork_locked(
         )
         if not moving or not prior.messages.filter(seq__lt=plan.start_seq).exists():
             return None
-        first_user = next((c for _, role, c in moving if role == Message.Role.USER), "")
+        first_user = subject_message(
+            [c for _, role, c in moving if role == Message.Role.USER and c.strip()]
+        )
         topic = Topic.objects.create(
             session=session,
             origin=Topic.Origin.DRIFT,

@@ -54,7 +54,7 @@ def do_start_session(*, user, agent: Agent, title: str = "") -> Session:
 
 
 def do_rename_session(*, session: Session, title: str) -> None:
-    """Give the session ``title`` (empty: it shows its active topic's title again)."""
+    """Give the session ``title`` (empty: it shows its main topic's title again)."""
     with transaction.atomic():
         Session.objects.filter(pk=session.pk).update(title=title)
         publish_on_commit(session.pk, session_updated(session_id=session.pk, title=title))

@@ -13,8 +13,11 @@ lies from the topic before it, by the cosine of their mean sentence vectors
 so a candidate far in meaning needs fewer lexical cues to fork, and one close in
 meaning more. The weights are chosen on bench/data/product-tune.jsonl (``python -m
 bench.drift_quality --sweep-semantic``); announced switches keep forking as before.
-With the offline model's templated replies only the user's turns are compared. With the
-test suite's stand-in encoder (hashed words, no meaning) it is the lexical detector.
+With one-line replies (as far as a thread's replies are short) the meaning is compared as
+windows of turns and the word cues relative to the conversation's usual ones
+(:meth:`SemanticDetector.margins`). With the offline model's templated replies only the
+user's turns are compared. With the test suite's stand-in encoder (hashed words, no
+meaning) it is the lexical detector.
 
 Pure Python and numpy (no Django): the benchmark runs it as it is. A turn that comes
 with its stored vector (``Turn.vector``) is never embedded again.
@@ -26,7 +29,13 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from memory.drift.cues import Turn, substantive_turns
+from memory.drift.cues import (
+    UNANSWERED_MARGIN,
+    Turn,
+    has_real_roles,
+    reply_reliability,
+    substantive_turns,
+)
 from memory.drift.detectors import ANNOUNCED_MARGIN, DriftDetector, LexicalDetector
 from memory.drift.detectors import get_detector as get_word_detector
 from memory.drift.dialogue_cues import announces_return, announces_switch
@@ -43,6 +52,20 @@ SEMANTIC_CENTRE = 0.45
 USER_ONLY_CENTRE = 0.05
 USER_ONLY_WEIGHT = 8.0
 ANCHOR = True
+#: One-line replies (see :meth:`SemanticDetector.margins`): the turns on each side of a
+#: candidate whose mean meanings are compared, the weight and centre of that comparison,
+#: and how much of the conversation's usual lexical margin is taken off every candidate.
+#: Chosen on product-tune (``python -m bench.drift_sweep``) among the
+#: settings that keep SuperDialseg's Pk under CSM's.
+SHORT_WINDOW = 4
+SHORT_WEIGHT = 8.0
+SHORT_CENTRE = 0.325
+SHORT_NORM = 1.0
+#: Turns of such a topic before a candidate that may open a subject unannounced: the
+#: opening question and its one-line answer are too little to compare the next one with.
+SHORT_MIN_BEFORE = 3
+#: User turns the usual margin is the median of, at least (fewer say nothing usual).
+USUAL_NEEDS = 3
 USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
 
 
@@ -65,6 +88,16 @@ def turn_vectors(turns: Sequence[Turn]) -> np.ndarray:
 def _unit(vector: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
+
+
+def window_similarity(vectors: np.ndarray, index: int, width: int = SHORT_WINDOW) -> float:
+    """Cosine of the mean meaning of the ``width`` turns before turn ``index`` with that of
+    the turn and up to ``width - 1`` turns after it."""
+    before = vectors[max(0, index - width) : index]
+    after = vectors[index : index + width]
+    if not len(before) or not len(after):
+        return 1.0
+    return float(_unit(before.mean(axis=0)) @ _unit(after.mean(axis=0)))
 
 
 def exchange_similarity(turns: Sequence[Turn], vectors: np.ndarray, index: int) -> float:
@@ -108,10 +141,18 @@ class SemanticDetector(LexicalDetector):
         centre: float = SEMANTIC_CENTRE,
         user_weight: float = USER_ONLY_WEIGHT,
         user_centre: float = USER_ONLY_CENTRE,
+        short_weight: float = SHORT_WEIGHT,
+        short_centre: float = SHORT_CENTRE,
+        short_window: int = SHORT_WINDOW,
+        short_norm: float = SHORT_NORM,
+        one_line: bool = True,
         **lexical,
     ) -> None:
         super().__init__(**lexical)
         self.weight, self.centre = weight, centre
+        self.short_weight, self.short_centre = short_weight, short_centre
+        self.short_window, self.short_norm = short_window, short_norm
+        self.one_line = one_line  # False: one-line replies read as any others (before issue 46)
         self.user_weight, self.user_centre = user_weight, user_centre
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
@@ -123,12 +164,38 @@ class SemanticDetector(LexicalDetector):
         kept = substantive_turns(turns)
         if len(kept) < len(turns):
             return self._user_only(turns, vectors, margins)
+        # One-line replies say little each (1 - reliability: how far the thread is made
+        # of them): every question of such a talk brings new words, so the lexical cues
+        # see a new subject everywhere, and one line's meaning is far from the next one's.
+        # So each candidate's lexical margin is taken relative to the conversation's
+        # usual one (the median over its user turns), its meaning is compared as windows
+        # (the turns before it against it and the turns after it) instead of as one
+        # exchange, and the opening exchange alone is no topic to compare with.
+        one_line = self.one_line and has_real_roles(turns)
+        short = 1.0 - reply_reliability(turns) if one_line else 0.0
+        usual = self._usual_margin(turns) if short and self.short_norm else 0.0
         for index in margins:
             if margins[index] <= -ANNOUNCED_MARGIN * 5:  # not a turn that may open a subject
                 continue
             similarity = exchange_similarity(turns, vectors, index)
-            margins[index] += self.weight * (self.centre - similarity)
+            shift = self.weight * (self.centre - similarity)
+            if short:
+                window = window_similarity(vectors, index, self.short_window)
+                words = self.short_norm * usual
+                shift = (1 - short) * shift + short * (
+                    self.short_weight * (self.short_centre - window) - words
+                )
+                if index < SHORT_MIN_BEFORE and not _announced(turns[index].text):
+                    shift += short * UNANSWERED_MARGIN
+            margins[index] += shift
         return margins
+
+    def _usual_margin(self, turns: Sequence[Turn]) -> float:
+        """The median lexical margin of the thread's user turns that announce nothing."""
+        users = [index for index, turn in enumerate(turns) if index and turn.role == "user"]
+        every = LexicalDetector.margins(self, turns, users)
+        plain = [margin for index, margin in every.items() if not _announced(turns[index].text)]
+        return float(np.median(plain)) if len(plain) >= USUAL_NEEDS else 0.0
 
     def _user_only(
         self, turns: Sequence[Turn], vectors: np.ndarray, margins: dict[int, float]
@@ -145,6 +212,10 @@ class SemanticDetector(LexicalDetector):
             closest = float(np.max(vectors[before] @ vectors[index]))
             margins[index] = self.user_weight * (self.user_centre - closest)
         return margins
+
+
+def _announced(text: str) -> bool:
+    return announces_switch(text) or announces_return(text)
 
 
 def get_detector(name: str = "semantic") -> DriftDetector:

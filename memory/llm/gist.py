@@ -4,10 +4,12 @@ person wrote them (what the offline model answers a summary call with, memory/ll
 * **Salient words** are the content words that come back: a word the user wrote in two
   or more of their messages (stop words of the text's language set aside, from the
   stopwords-iso collection) says what the topic is about; a word said once is detail.
-* **The title** is the user's own sentence that carries the most salient words, taken
-  whole, never cut: discourse openers that announce a change of subject ("By the way",
-  "Completely different thing:", "Кстати", "ところで") are dropped first, and a sentence
-  too long for a title is passed over. When none fits, the title lists the salient words.
+* **The title** is the user's own sentence that carries the most salient words (those of
+  the first message that says something, not a greeting, count a little more; when no
+  word comes back, a sentence of that first message), taken whole, never cut: discourse
+  openers that announce a change of subject ("By the way", "Completely different
+  thing:", "Кстати", "ところで") are dropped first, and a sentence too long for a title
+  is passed over. When none fits, the title lists the salient words.
 * **The summary** leads with the title and the salient words (a parenthetical list), then
   the user's decision sentences ("I'll take the Rail Pass") and their main questions,
   each whole.
@@ -49,6 +51,15 @@ _DECISION = re.compile(
 )
 _FILLER = frozenset(
     "yes yeah yep ok okay oh thanks thank please hi hello hey lol haha hmm um uh".split()
+)
+# A message made of these alone greets and says nothing about a subject ("Hi!", "Good
+# morning", "Bonjour, ça va ?", "Привет!", "こんにちは").
+_GREETING = frozenset(
+    "hi hello hey hiya morning afternoon evening good there everyone all how are you doing "
+    "bonjour bonsoir salut coucou ça va hallo guten morgen tag abend servus moin grüß gott "
+    "hola buenos buenas días dias tardes noches qué tal ciao buongiorno buonasera olá oi bom "
+    "dia boa привет здравствуйте добрый день утро вечер доброе как дела "
+    "こんにちは こんばんは おはよう おはようございます はじめまして".split()
 )
 # Latin-script languages told apart by their stop words.
 _LANGUAGES = ("en", "es", "de", "fr", "it", "pt", "nl", "ru")
@@ -110,6 +121,22 @@ def _as_sentence(sentence: str) -> str:
     return text if text[-1:] in ".!?。！？" else text + "."
 
 
+def says_something(text: str) -> bool:
+    """Does the message hold a word about a subject, not only a greeting, filler or an
+    opener ("Hi!", "Hello, how are you?", "ok thanks")?"""
+    stop = _stopwords(_language([text]))
+    return any(
+        word.lower() not in stop and word.lower() not in _GREETING and not word.isdigit()
+        for word in _WORD.findall(without_opener(text))
+    )
+
+
+def subject_message(messages: list[str]) -> str:
+    """The first of the user's ``messages`` that says something (a greeting is skipped),
+    else the first one: what a label made without a model is made from."""
+    return next((m for m in messages if says_something(m)), messages[0] if messages else "")
+
+
 def _sentences(text: str) -> list[str]:
     return [match.group().strip() for match in _SENTENCE.finditer(text) if match.group().strip()]
 
@@ -130,14 +157,17 @@ def gist(messages: list[str], *, previous_title: str = "", previous_summary: str
             if key not in shown or (word[:1].isupper() and not shown[key][:1].isupper()):
                 shown[key] = word
         seen.update({word.lower() for word in words})
-    salient = {word: count for word, count in seen.items() if count >= 2} or dict(seen)
+    recurring = {word: count for word, count in seen.items() if count >= 2}
+    salient = recurring or dict(seen)
     keywords = tuple(
         shown[word]
         for word, _ in sorted(salient.items(), key=lambda item: (-item[1], _first(item[0], basis)))
     )[:KEYWORDS]
 
-    # (score, position, label, the sentence): the user's first message usually states the
-    # subject, and a statement names it better than a question does.
+    # (score, position, label, the sentence): the user's first message that says something
+    # (not "Hi!") usually states the subject, and a statement names it better than a
+    # question does.
+    opening = next((i for i, unit in enumerate(units) if says_something(unit)), 0)
     scored: list[tuple[float, int, str, str]] = []
     for position, unit in enumerate(units):
         for sentence in _sentences(unit):
@@ -146,10 +176,13 @@ def gist(messages: list[str], *, previous_title: str = "", previous_summary: str
             score = sum(salient.get(word, 0) for word in words)
             if not words or not score:
                 continue
-            score *= 1.6 if position == 0 else 1.0
+            score *= 1.6 if position == opening else 1.0
             score *= 0.6 if sentence.rstrip().endswith(("?", "？")) else 1.0
             scored.append((score, position, label, _as_sentence(sentence)))
-    title = previous_title.strip() or _title(scored, keywords)
+    naming = scored
+    if not recurring:  # no word comes back: the opening states the subject, the rest is detail
+        naming = [item for item in scored if item[1] == opening] or scored
+    title = previous_title.strip() or _title(naming, keywords)
     earlier: tuple[list[str], str] = ([], "")
     if previous_title.strip() and previous_summary.strip():
         earlier = _earlier_parts(title, previous_summary)

@@ -55,13 +55,22 @@ def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[M
 
 def with_list_fields(sessions: QuerySet[Session]) -> QuerySet[Session]:
     """Sessions with what every list of them shows, the chat's sidebar and admin's alike:
-    ``first_topic_title`` (the title people see when the session has none of its own:
+    ``main_topic_title`` (the title people see when the session has none of its own:
     :func:`shown_session_title`) and ``shown_messages``, the messages the thread shows
     (the conversation: no tool calls or results, no error records)."""
-    first_title = (
+    held = (
+        Message.objects.conversation()
+        .filter(topic=OuterRef("pk"))
+        .order_by()
+        .values("topic")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    main_title = (
         Topic.objects.filter(session=OuterRef("pk"))
         .exclude(title="")
-        .order_by("created_at", "pk")
+        .annotate(held=Coalesce(Subquery(held), 0))
+        .order_by("-held", "created_at", "pk")
         .values("title")
     )
     shown = (
@@ -73,12 +82,15 @@ def with_list_fields(sessions: QuerySet[Session]) -> QuerySet[Session]:
         .values("n")
     )
     return sessions.annotate(
-        first_topic_title=Subquery(first_title[:1]),
+        main_topic_title=Subquery(main_title[:1]),
         shown_messages=Coalesce(Subquery(shown), 0),
     )
 
 
 def shown_session_title(session: Session) -> str:
-    """The session's own title (the user's rename), else its first topic's that has one:
-    stable, never renamed by a fork. Needs :func:`with_list_fields`."""
-    return session.title or getattr(session, "first_topic_title", "") or UNTITLED_SESSION
+    """The session's own title (the user's rename), else the title of its main topic: the
+    titled topic holding the most conversation messages, the earliest on a tie. So a
+    session says what most of it is about, not its first words ("Hi!"), and its name
+    changes only when another topic outgrows that one, never at a fork or on each turn (a
+    topic's own title settles: memory/actions/titles.py). Needs :func:`with_list_fields`."""
+    return session.title or getattr(session, "main_topic_title", "") or UNTITLED_SESSION

@@ -1,0 +1,98 @@
+"""Sweep of the semantic detector's one-line-reply settings (memory/drift/semantic.py
+``SHORT_*``): switches found and false forks on a tune file as it is and with every reply
+cut to its first sentence, and the Pk on a public set beside each row (a set whose score
+must stay under a published one, not a set to fit).
+
+    python -m bench.drift_sweep bench/data/product-tune.jsonl \
+        [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bench.drift_quality import (
+    Dialogue,
+    Tally,
+    load_dialogues,
+    run,
+    switch_tallies,
+    with_one_line_replies,
+)
+from memory.drift.detectors import Turn
+from memory.drift.semantic import SemanticDetector, turn_vectors
+
+
+def with_vectors(dialogues: Sequence[Dialogue]) -> list[Dialogue]:
+    """The dialogues with every turn's sentence vector attached (embedded once, as the
+    product stores them), so that a sweep never embeds a text twice."""
+    out = []
+    for dialogue in dialogues:
+        vectors = turn_vectors(dialogue.turns)
+        turns = [
+            Turn(t.role, t.text, vector=v) for t, v in zip(dialogue.turns, vectors, strict=True)
+        ]
+        out.append(replace(dialogue, turns=turns))
+    return out
+
+
+SHORT_GRID = [None] + [
+    (weight, centre, norm)
+    for norm in (0.0, 1.0)
+    for weight in (4.0, 8.0, 12.0)
+    for centre in (0.25, 0.3, 0.325, 0.35)
+]
+
+
+def sweep_short_report(path: str, check: str | None, *, interval: int, scan_back: int) -> None:
+    """For each one-line-reply setting: switches found and false forks on ``path`` as it
+    is and with every reply cut to its first sentence, and the Pk on ``check``."""
+    tune = with_vectors(load_dialogues(path))
+    terse = with_vectors([with_one_line_replies(d) for d in load_dialogues(path)])
+    public = with_vectors(load_dialogues(check)) if check else []
+    head = ("weight", "centre", "norm", "en", "other", "ff", "1l en", "1l other", "1l ff")
+    print(" ".join(f"{name:>8}" for name in (*head, "check")))
+    for setting in SHORT_GRID:
+        if setting is None:  # one-line replies read as any others: the detector before
+            detector, row = SemanticDetector(one_line=False), ["off", "", ""]
+        else:
+            weight, centre, norm = setting
+            detector = SemanticDetector(short_weight=weight, short_centre=centre, short_norm=norm)
+            row = [f"{weight:.1f}", f"{centre:.3f}", f"{norm:.1f}"]
+        for dialogues in (tune, terse):
+            predictions, scores, _ = run(
+                dialogues, detector, interval=interval, scan_back=scan_back
+            )
+            by_lang, _ = switch_tallies(dialogues, predictions)
+            english = by_lang.get("en", Tally())
+            others = [t for lang, t in by_lang.items() if lang != "en"]
+            row += [
+                f"{english.found}/{english.switches}",
+                f"{sum(t.found for t in others)}/{sum(t.switches for t in others)}",
+                f"{sum(t.false_forks for t in by_lang.values())}/{scores.coherent}",
+            ]
+        checked = (
+            run(public, detector, interval=interval, scan_back=scan_back)[1].pk
+            if public
+            else math.nan
+        )
+        print(" ".join(f"{cell:>8}" for cell in row), f"{checked:8.3f}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tune", help="dialogues to choose on (JSON lines)")
+    parser.add_argument("--check", help="a public set whose Pk is printed beside each row")
+    parser.add_argument("--interval", type=int, default=10)
+    parser.add_argument("--scan-back", type=int, default=10)
+    args = parser.parse_args(argv)
+    sweep_short_report(args.tune, args.check, interval=args.interval, scan_back=args.scan_back)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""One-line replies (issue 46): a single-subject talk of short questions and one-line
+answers forks less than it did on each new question, and a switch in such a talk is still
+found. (It still forks: docs/measurements.md, "one-line replies", says how often.)
+
+Every question of such a talk brings new words, which the word cues read as a new
+subject; the semantic detector weighs them against the conversation's usual ones and
+compares meanings as windows (memory/drift/semantic.py, ``SHORT_*``). With the packaged
+encoder: this test is about it. The dialogues are written for this test (the product set's
+test half is never used to build a test)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.drift.detectors import Turn
+from memory.drift.semantic import SemanticDetector
+from memory.text.embeddings import use_encoder
+
+STARTER = [
+    "I want to make a sourdough starter. How do I begin?",
+    "Mix 50 g of wholemeal flour with 50 g of water in a jar.",
+    "Tap water okay?",
+    "Yes, if it isn't heavily chlorinated; let it stand overnight otherwise.",
+    "How often do I feed it?",
+    "Once a day: throw away half, add fresh flour and water.",
+    "It smells like nail polish.",
+    "That's a hungry starter; feed it twice a day for a while.",
+    "There's grey liquid on top.",
+    "That's hooch; pour it off or stir it in, and feed it.",
+    "When can I bake with it?",
+    "When it doubles within six hours of a feed, usually after a week or two.",
+    "Can I keep it in the fridge?",
+    "Yes, and feed it once a week there.",
+    "What do I do with the discard?",
+    "Pancakes, crackers or waffles all use it well.",
+    "Do I need a special jar?",
+    "Any clean glass jar with a loose lid works.",
+    "Rye flour or wheat?",
+    "Rye gets it going faster; wheat is fine once it's active.",
+]
+STARTER_THEN_VISA = STARTER[:10] + [
+    "Do I need a visa to work in Canada for a year?",
+    "Yes, a work permit; many people under 35 use the working holiday programme.",
+    "How long does the application take?",
+    "Usually a few weeks after the invitation, plus biometrics.",
+    "Does it cost much?",
+    "About 350 Canadian dollars with the fees and biometrics.",
+    "Can I bring my partner?",
+    "Your partner would need a permit of their own.",
+]
+TELESCOPE = [
+    "Je voudrais acheter un premier télescope. Lequel choisir ?",
+    "Un Dobson de 150 mm est un excellent premier choix.",
+    "Combien ça coûte ?",
+    "Autour de 350 euros.",
+    "On voit les anneaux de Saturne ?",
+    "Oui, très nettement à fort grossissement.",
+    "Et les galaxies ?",
+    "Andromède, oui, mais comme une tache floue.",
+    "J'habite en ville.",
+    "La pollution lumineuse gêne ; vise la Lune et les planètes.",
+    "Il faut des oculaires en plus ?",
+    "Un 10 mm et un 25 mm suffisent au début.",
+    "C'est lourd ?",
+    "Environ 15 kilos, en deux parties.",
+    "Une application pour s'orienter ?",
+    "Stellarium est gratuite et très bien faite.",
+    "Quand est-ce qu'on voit le mieux ?",
+    "Les nuits sans lune, loin des lampadaires.",
+]
+
+
+@pytest.fixture(autouse=True)
+def packaged_encoder():
+    use_encoder("use")
+    yield
+    use_encoder(None)
+
+
+def forks(lines: list[str], detector: SemanticDetector) -> list[int]:
+    """Where the fork loop forks, checked every 10 messages and when the user leaves."""
+    turns = [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
+    found, start = [], 0
+    checks = [*range(10, len(turns) + 1, 10)]
+    if not checks or checks[-1] != len(turns):
+        checks.append(len(turns))
+    for seen in checks:
+        while True:
+            verdict = detector.detect(turns[start:seen], scan_back=10)
+            if not verdict.drifted:
+                break
+            start += verdict.start
+            found.append(start)
+    return found
+
+
+@pytest.mark.parametrize("lines", [STARTER, TELESCOPE], ids=["en", "fr"])
+def test_a_talk_of_one_line_replies_on_one_subject_forks_at_most_half_as_often(lines):
+    before = forks(lines, SemanticDetector(one_line=False))  # replies read as any others
+    now = forks(lines, SemanticDetector())
+    assert len(before) >= 5
+    assert len(now) <= len(before) // 2, (before, now)
+
+
+def test_the_opening_exchange_alone_is_no_topic_to_compare_with():
+    assert 2 not in forks(STARTER, SemanticDetector())
+    assert 2 not in forks(TELESCOPE, SemanticDetector())
+
+
+def test_an_unannounced_switch_in_a_one_line_talk_is_still_found():
+    assert 10 in forks(STARTER_THEN_VISA, SemanticDetector())
