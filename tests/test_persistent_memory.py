@@ -123,11 +123,12 @@ def test_the_scope_is_agent_user_and_organization(session, earlier, alice, agent
 
 
 def topic_scope_queries(queries):
-    """The persistent-memory query: topics joined to their sessions for the scope."""
+    """The persistent-memory query: the scope's topics in memory, in the order they
+    changed (the turn's other topic reads join the session too)."""
     return [
         q["sql"]
         for q in queries
-        if 'FROM "memory_topic"' in q["sql"] and 'JOIN "memory_session"' in q["sql"]
+        if 'FROM "memory_topic"' in q["sql"] and '"memory_changed_at" ASC' in q["sql"]
     ]
 
 

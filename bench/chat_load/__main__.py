@@ -67,6 +67,7 @@ from pathlib import Path
 
 from bench.chat_load.environment import ROOT, configure, tear_down
 from bench.chat_load.population import Client, Population, long_reply
+from bench.chat_load.targets import missed_targets
 from bench.common import setup_django
 from bench.counting import process_totals
 
@@ -561,50 +562,10 @@ def _finish(args, rows: list[dict], medians: dict) -> int:
         f"{result['scale_2_vs_1']}× the turns per second of 1."
     )
     print(json.dumps(result))
-    missed = _missed_targets(result)
+    missed = missed_targets(result)
     for miss in missed:
         print(f"chat load: target missed: {miss}")
     return 1 if missed else 0
-
-
-# Issue 43's targets: a returning user's long-reply turn, one process, batched.
-CPU_MS_TARGET = 30.0
-SQL_TARGET = 15.0
-REDIS_TARGET = 15.0
-SCALE_TARGET = 1.5
-
-
-def _missed_targets(result: dict) -> list[str]:
-    """The targets a run missed (a row that did not run is not judged)."""
-    checks = (
-        (
-            "CPU ms per long-reply turn, returning users",
-            result["cpu_ms_per_turn"]["batched"]["long_returning"],
-            CPU_MS_TARGET,
-            max,
-        ),
-        (
-            "SQL statements per turn, returning users",
-            result["sql_per_turn"]["long_returning"],
-            SQL_TARGET,
-            max,
-        ),
-        (
-            "Redis commands per turn, returning users",
-            result["redis_per_turn"]["long_returning"],
-            REDIS_TARGET,
-            max,
-        ),
-        ("two processes against one", result["scale_2_vs_1"], SCALE_TARGET, min),
-    )
-    missed = []
-    for name, value, target, bound in checks:
-        if value is None:
-            continue
-        if (bound is max and value > target) or (bound is min and value < target):
-            limit = "at most" if bound is max else "at least"
-            missed.append(f"{name} {value} ({limit} {target:g})")
-    return missed
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:
