@@ -59,11 +59,11 @@ BADGE_GRACE_SECONDS = 20
 
 
 def default_cache() -> Path:
-    explicit = os.environ.get("LOCAL_MODEL_DIR", "").strip()
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
-    return Path(base) / "driftless" / "local-model"
+    """The lane's per-machine cache, as `make run` finds it (driftless/local_model.py)."""
+    sys.path.insert(0, str(ROOT))
+    from driftless.local_model import cache_dir
+
+    return cache_dir()
 
 
 def built(cache: Path) -> bool:
