@@ -32,8 +32,8 @@ from django.conf import settings
 
 from memory.actions.facts import do_set_fact
 from memory.lib.errors import Conflict, InvalidInput
-from memory.llm import LLMError, get_chat_model
-from memory.models import FactActor, Message, Session, Topic
+from memory.llm import ChatModel, LLMError
+from memory.models import FactActor, Message, Topic
 from memory.stores.facts import check_fact_key, check_fact_value
 
 logger = logging.getLogger(__name__)
@@ -102,13 +102,13 @@ def capture_facts(
     title: str,
     summary: str,
     history: Sequence[Message],
-    session: Session | None = None,
+    model: ChatModel,
 ) -> tuple[CapturedFact, ...]:
-    """The facts the user stated, as ``session``'s summary model finds them (the
-    deployment's without one) and the checks keep them; () when the call fails or its
+    """The facts the user stated, as ``model`` (the one that made the summary: the call
+    continues it) finds them and the checks keep them; () when the call fails or its
     answer is not the asked shape."""
     try:
-        answer = get_chat_model("summary", session=session).complete_json(
+        answer = model.complete_json(
             messages=capture_messages(call_messages, title, summary),
             schema=CAPTURE_SCHEMA,
             schema_name="user_facts",

@@ -339,7 +339,7 @@ def generate_summary(
     facts = ()
     if include and capture_enabled():
         facts = capture_facts(
-            call.messages, title=title, summary=summary, history=messages, session=session
+            call.messages, title=title, summary=summary, history=messages, model=model
         )
     if include and outside:
         logger.info("summary not promoted: drawn from outside tool results (%s)", outside[0])

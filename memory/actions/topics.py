@@ -54,16 +54,9 @@ def do_new_topic(*, session: Session) -> Topic:
     prior topic without messages is closed without a summary, since there is nothing to
     summarize. The drift result is cleared: it spoke of the topic that just closed.
     """
-
-    def prepare() -> PreparedSummary | None:
-        current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
-        if current is None or not topic_history(current):
-            return None
-        return prepare_summary(topic=current)
-
     with session_lock(session.pk):
         return with_fresh_summary(
-            prepare,
+            lambda: _prepare_closing(session.pk),
             lambda prepared, accept_stale: _start_locked(
                 session=session, prepared=prepared, accept_stale=accept_stale
             ),
@@ -82,6 +75,15 @@ def _start_locked(
             session.pk, topic_created(topic=topic, previous=prior, relocated_message_ids=[])
         )
     return topic
+
+
+def _prepare_closing(session_id: int, *, unless: int | None = None) -> PreparedSummary | None:
+    """The summary of the session's active topic, prepared before its lock (none when the
+    topic is ``unless``, the one being resumed, or holds nothing to summarize)."""
+    current = Topic.objects.filter(session_id=session_id, is_active=True).first()
+    if current is None or current.pk == unless or not topic_history(current):
+        return None
+    return prepare_summary(topic=current)
 
 
 def _close_active(
@@ -117,15 +119,9 @@ def do_resume_topic(*, topic: Topic) -> Topic:
     active topic changes nothing."""
     session = topic.session
 
-    def prepare() -> PreparedSummary | None:
-        current = Topic.objects.filter(session_id=session.pk, is_active=True).first()
-        if current is None or current.pk == topic.pk or not topic_history(current):
-            return None
-        return prepare_summary(topic=current)
-
     with session_lock(session.pk):
         return with_fresh_summary(
-            prepare,
+            lambda: _prepare_closing(session.pk, unless=topic.pk),
             lambda prepared, accept_stale: _resume_locked(
                 topic, prepared=prepared, accept_stale=accept_stale
             ),

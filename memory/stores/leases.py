@@ -335,32 +335,41 @@ SLOT_TRIES = 5  # a slot taken between the look and the insert: another one
 
 
 def _take_slots(*, user_id: int, organization_id: int) -> list[Held]:
-    user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
     for _ in range(SLOT_TRIES):
-        token, now = uuid.uuid4().hex, timezone.now()
-        params = {
-            "user": f"{USER_SLOT_PREFIX}{user_id}:",
-            "org": f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:",
-            "user_cap": user_cap,
-            "org_cap": org_cap,
-            "token": token,
-            "now": now,
-            "expires": now + timedelta(seconds=LEASE_SECONDS),
-        }
+        params = _slot_params(user_id=user_id, organization_id=organization_id)
         with connections["default"].cursor() as cursor:
             cursor.execute(_SLOTS_SQL, params)
             user_free, org_free, names = cursor.fetchone()
-        if not user_free:
-            raise TurnCapReached("You already have", user_cap)
-        if not org_free:
-            raise TurnCapReached("Your organization already has", org_cap)
-        slots = [Held(name, token, False) for name in names]
+        _refuse_when_full(user_free=user_free, org_free=org_free)
+        slots = [Held(name, params["token"], False) for name in names]
         if len(slots) == 2:
             for held in slots:
                 _renewer.add(held)
             return slots
         _release_all(slots)  # one of the two went to another turn meanwhile: try again
-    raise TurnCapReached("You already have", user_cap)
+    raise TurnCapReached("You already have", settings.TURN_CAP_PER_USER)
+
+
+def _slot_params(*, user_id: int, organization_id: int) -> dict:
+    """The statements' parameters for a user's and an organization's slot, under a new
+    holder's token."""
+    token, now = uuid.uuid4().hex, timezone.now()
+    return {
+        "user": f"{USER_SLOT_PREFIX}{user_id}:",
+        "org": f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:",
+        "user_cap": settings.TURN_CAP_PER_USER,
+        "org_cap": settings.TURN_CAP_PER_ORGANIZATION,
+        "token": token,
+        "now": now,
+        "expires": now + timedelta(seconds=LEASE_SECONDS),
+    }
+
+
+def _refuse_when_full(*, user_free: bool, org_free: bool) -> None:
+    if not user_free:
+        raise TurnCapReached("You already have", settings.TURN_CAP_PER_USER)
+    if not org_free:
+        raise TurnCapReached("Your organization already has", settings.TURN_CAP_PER_ORGANIZATION)
 
 
 # A turn's three leases in one statement: the session's turn lease and a slot of the user and
@@ -414,22 +423,12 @@ def turn_leases(*, session_id: int, user_id: int, organization_id: int) -> Itera
 
 def _take_turn_leases(session_id: int, *, user_id: int, organization_id: int) -> list[Held]:
     """The session's lease (first) and both slots, held by one token."""
-    user_cap, org_cap = settings.TURN_CAP_PER_USER, settings.TURN_CAP_PER_ORGANIZATION
     name = turn_lease_name(session_id)
     deadline = time.monotonic() + settings.TURN_BUSY_WAIT_SECONDS
     slot_tries = SLOT_TRIES
     while True:
-        token, now = uuid.uuid4().hex, timezone.now()
-        params = {
-            "session": name,
-            "user": f"{USER_SLOT_PREFIX}{user_id}:",
-            "org": f"{ORGANIZATION_SLOT_PREFIX}{organization_id}:",
-            "user_cap": user_cap,
-            "org_cap": org_cap,
-            "token": token,
-            "now": now,
-            "expires": now + timedelta(seconds=LEASE_SECONDS),
-        }
+        params = {"session": name, **_slot_params(user_id=user_id, organization_id=organization_id)}
+        token = params["token"]
         with connections["default"].cursor() as cursor:
             cursor.execute(_TURN_SQL, params)
             session_free, user_free, org_free, names, took_over = cursor.fetchone()
@@ -446,13 +445,10 @@ def _take_turn_leases(session_id: int, *, user_id: int, organization_id: int) ->
                 raise TurnBusy()
             time.sleep(0.1)
             continue
-        if not user_free:
-            raise TurnCapReached("You already have", user_cap)
-        if not org_free:
-            raise TurnCapReached("Your organization already has", org_cap)
+        _refuse_when_full(user_free=user_free, org_free=org_free)
         slot_tries -= 1  # a slot went to another turn between the look and the insert
         if slot_tries <= 0:
-            raise TurnCapReached("You already have", user_cap)
+            raise TurnCapReached("You already have", settings.TURN_CAP_PER_USER)
 
 
 def _release_all(slots: list[Held]) -> None:
