@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python -m bench.memory_qa --data bench/data/memory-qa-test.jsonl \
-        [--histories N] [--questions-per-history N] [--limit N] [--systems ...] \
+        [--histories N] [--kinds K,…] [--questions-per-history N] [--limit N] [--systems ...] \
         [--ingest model|offline] [--full-max-tokens 6000] [--out replies.jsonl]
     python -m bench.memory_qa --locomo PATH/locomo10.json --conversations 2 \
         --categories 1,2,3,4 [--questions-per-history 20]
@@ -273,6 +273,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_source_arguments(parser)
     parser.add_argument("--histories", type=int, default=0, help="the first N histories only")
     parser.add_argument("--ids", default="", help="only these histories (ids, comma-separated)")
+    parser.add_argument("--kinds", default="", help="only these kinds (comma-separated)")
     parser.add_argument("--questions-per-history", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="at most N questions in all")
     parser.add_argument("--seed", type=int, default=22, help="for --questions-per-history")
@@ -289,6 +290,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help="write every reply, scored, to this JSON Lines file")
     args = parser.parse_args(argv)
     args.systems = tuple(s for s in SYSTEMS if s in args.systems.split(","))
+    args.kinds = tuple(kind for kind in args.kinds.split(",") if kind)
     if not args.systems:
         parser.error(f"--systems: choose among {', '.join(SYSTEMS)}")
     return args

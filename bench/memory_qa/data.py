@@ -192,6 +192,7 @@ ABSTAIN_PHRASES = (
     "weiss nicht",
     "weiss ich nicht",
     "keine information",
+    "keine informationen",
     "keine angabe",
     "nicht erwahnt",
     "nicht bekannt",

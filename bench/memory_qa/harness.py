@@ -407,6 +407,8 @@ def select(histories: list[History], args) -> list[History]:
     chosen = []
     for history in histories:
         questions = history.questions
+        if kinds := getattr(args, "kinds", ()):
+            questions = [question for question in questions if question.kind in kinds]
         if args.questions_per_history and len(questions) > args.questions_per_history:
             picks = random.Random(f"{args.seed}:{history.id}").sample(
                 range(len(questions)), args.questions_per_history
