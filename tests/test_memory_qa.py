@@ -183,7 +183,8 @@ def test_the_harness_gives_each_system_the_score_it_should(scripted, tmp_path):
         "seconds": 0,
     }
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    driftless = {row["q"]: row for row in rows if row["system"] == "driftless"}
+    assert [row["ingestion"]["messages"] for row in rows if "ingestion" in row] == [10]
+    driftless = {row["q"]: row for row in rows if row.get("system") == "driftless"}
     # Recalled into the context (RECALL_IN_CONTEXT): found with no tool call.
     assert driftless["What is my gym locker code?"]["detail"] == ""
     assert driftless["Who sold me the kiln?"]["detail"] == ""  # found in memory
@@ -216,6 +217,31 @@ def test_the_systems_flag_runs_only_those_and_a_met_target_exits_zero(scripted):
         "update_vs_fact",
         "abstain",
     }
+
+
+def test_a_run_split_by_histories_merges_into_the_report_of_one_run(scripted, tmp_path):
+    """A run split over two model servers (``--ids``, each part its own ``--out``) is
+    reported as one from those files; ``--kinds`` keeps the questions of those kinds only."""
+    server, model, data = scripted
+    out = tmp_path / "replies.jsonl"
+    run = run_bench(server, "--data", str(data), "--out", str(out))
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    rows = out.read_text(encoding="utf-8").splitlines()
+    first, second = tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"
+    first.write_text("\n".join(rows[:4]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(rows[4:]) + "\n", encoding="utf-8")
+
+    merged = run_bench(server, "--data", str(data), "--merge", f"{first},{second}")
+
+    assert merged.returncode == run.returncode, merged.stdout + merged.stderr
+    result = json.loads(merged.stdout.strip().splitlines()[-1])
+    assert result["systems"] == report["systems"]
+    assert result["by_kind"] == report["by_kind"] and result["targets"] == report["targets"]
+    assert "3 sessions, 10 messages" in merged.stdout  # the ingestion's line, from the files
+
+    abstain = run_bench(server, "--data", str(data), "--kinds", "abstain", "--systems", "none")
+    only = json.loads(abstain.stdout.strip().splitlines()[-1])
+    assert only["questions"] == 1 and set(only["by_kind"]) == {"abstain"}
 
 
 def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:

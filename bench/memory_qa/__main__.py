@@ -5,6 +5,7 @@ Usage (from the repository root)::
     python -m bench.memory_qa --data bench/data/memory-qa-test.jsonl \
         [--histories N] [--kinds K,…] [--questions-per-history N] [--limit N] [--systems ...] \
         [--ingest model|offline] [--full-max-tokens 6000] [--out replies.jsonl]
+    python -m bench.memory_qa --data … --merge part1.jsonl,part2.jsonl
     python -m bench.memory_qa --locomo PATH/locomo10.json --conversations 2 \
         --categories 1,2,3,4 [--questions-per-history 20]
 
@@ -91,6 +92,7 @@ from bench.memory_qa.harness import (
     retrieval_context,
     select,
     summarize,
+    read_replies,
     write_replies,
 )
 
@@ -288,6 +290,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="every system's answer capped at N tokens (0: LLM_REPLY_MAX_TOKENS)",
     )
     parser.add_argument("--out", help="write every reply, scored, to this JSON Lines file")
+    parser.add_argument(
+        "--merge",
+        default="",
+        help="run nothing: report the --out files of runs split by --ids (comma-separated)",
+    )
     args = parser.parse_args(argv)
     args.systems = tuple(s for s in SYSTEMS if s in args.systems.split(","))
     args.kinds = tuple(kind for kind in args.kinds.split(",") if kind)
@@ -298,6 +305,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        return merged(args)
     histories = select(load_source(args), args)
     workdir = tempfile.mkdtemp(prefix="bench-memory-qa-")
     started = time.perf_counter()
@@ -343,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_report(systems, kinds, ingestion, targets, args)
     if args.out:
-        write_replies(args.out, scored)
+        write_replies(args.out, scored, ingestion)
     ok = all(target["ok"] for target in targets.values())
     print(
         json.dumps(
@@ -363,6 +372,33 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 0 if ok and not interrupted else 1
+
+
+def merged(args: argparse.Namespace) -> int:
+    """The report of one run split over several model servers (the same code, model and
+    data; each part a ``--ids`` subset with its own ``--out``), from those files."""
+    scored, ingestion = read_replies(args.merge.split(","))
+    systems, kinds = summarize(scored, args.systems), by_kind(scored)
+    targets = check_targets(systems, kinds, retrieval_factor=1.0 if args.locomo else 1.1)
+    histories = sorted({row.history for row in scored})
+    print(f"memory QA, merged from {args.merge}: {len(histories)} histories")
+    print_report(systems, kinds, ingestion, targets, args)
+    ok = all(target["ok"] for target in targets.values())
+    print(
+        json.dumps(
+            {
+                "bench": "memory_qa",
+                "merged": args.merge.split(","),
+                "histories": histories,
+                "systems": systems,
+                "by_kind": kinds,
+                "targets": targets,
+                "ok": ok,
+            },
+            ensure_ascii=False,
+        )
+    )
+    return 0 if ok else 1
 
 
 def _interrupt(signum, frame) -> None:

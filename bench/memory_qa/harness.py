@@ -10,7 +10,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from bench.common import setup_django
@@ -456,7 +456,9 @@ def load_source(args: argparse.Namespace) -> list[History]:
     return load_locomo(args.locomo, conversations=args.conversations, categories=categories)
 
 
-def write_replies(path: str, scored: list[Scored]) -> None:
+def write_replies(path: str, scored: list[Scored], ingestion: list[dict] = ()) -> None:
+    """Every reply, scored, with its model calls; then one line per history's ingestion:
+    enough for :func:`read_replies` to rebuild the run's report (``--merge``)."""
     with open(path, "w", encoding="utf-8") as handle:
         for row in scored:
             record = {
@@ -465,10 +467,46 @@ def write_replies(path: str, scored: list[Scored]) -> None:
                 "kind": row.kind,
                 "q": row.question.q,
                 "answer": row.question.answer,
+                "accept": list(row.question.accept),
                 "reply": row.answer.reply,
                 "right": row.right,
                 "f1": round(row.f1, 4),
                 "detail": row.answer.detail,
                 "failed": row.answer.failed,
+                "calls": [asdict(call) for call in row.answer.calls],
             }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        for figures in ingestion:
+            handle.write(json.dumps({"ingestion": figures}, ensure_ascii=False) + "\n")
+
+
+def read_replies(paths: list[str]) -> tuple[list[Scored], list[dict]]:
+    """The scored replies and the ingestion figures that :func:`write_replies` wrote, from
+    one run or several (a run split over several model servers by ``--ids``)."""
+    scored, ingestion = [], []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                if "ingestion" in record:
+                    ingestion.append(record["ingestion"])
+                    continue
+                question = Question(
+                    q=record["q"],
+                    answer=record["answer"],
+                    kind=record["kind"],
+                    accept=tuple(record.get("accept", ())),
+                )
+                answer = Answer(
+                    reply=record["reply"],
+                    failed=record["failed"],
+                    calls=[Call(**call) for call in record.get("calls", ())],
+                    detail=record["detail"],
+                )
+                scored.append(
+                    Scored(
+                        record["history"], record["kind"], record["system"], record["right"],
+                        record["f1"], answer, question,
+                    )
+                )
+    return scored, ingestion
