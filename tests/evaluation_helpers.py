@@ -72,12 +72,17 @@ def summary_answer(title="Balcony garden", summary="Balcony veg (tomato, basil).
     return {"title": title, "summary": summary, "include_in_memory": keep}
 
 
-def join_background_evaluations(timeout: float = 10.0) -> None:
-    """Wait for the embedded-mode timer threads, so none outlives its test's database."""
+def join_background_evaluations(timeout: float = 60.0) -> None:
+    """Wait for the embedded-mode timer threads, so none outlives its test's database and
+    none races the evaluation a test runs next. Under a loaded machine (the whole suite on
+    two workers) one can take well over ten seconds; one still running at the deadline
+    fails the test here, by name, rather than as a wrong topic count later."""
     deadline = time.monotonic() + timeout
-    for thread in threading.enumerate():
-        if thread.name.startswith("evaluate-session-"):
-            thread.join(max(0.0, deadline - time.monotonic()))
+    running = [t for t in threading.enumerate() if t.name.startswith("evaluate-session-")]
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [thread.name for thread in running if thread.is_alive()]
+    assert not alive, f"background evaluations still running after {timeout:g} s: {alive}"
 
 
 @contextmanager
