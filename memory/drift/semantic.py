@@ -172,6 +172,8 @@ class SemanticDetector(LexicalDetector):
         short_norm: float = SHORT_NORM,
         one_line: bool = True,
         agreement: bool = True,
+        opening_centres: tuple[float, float] = (OPENING_CENTRE, OPENING_YOUNG_CENTRE),
+        message_terms: int = SHORT_MESSAGE_TERMS,
         **lexical,
     ) -> None:
         super().__init__(**lexical)
@@ -180,6 +182,7 @@ class SemanticDetector(LexicalDetector):
         self.short_window, self.short_norm = short_window, short_norm
         self.one_line = one_line  # False: one-line replies read as any others (before issue 46)
         self.agreement = agreement  # False: one cue may fork a one-line talk (issue 46, round 2)
+        self.opening_centres, self.message_terms = opening_centres, message_terms
         self.user_weight, self.user_centre = user_weight, user_centre
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
@@ -232,11 +235,11 @@ class SemanticDetector(LexicalDetector):
             opens_as_follow_up(text) or leans_on_topic(text) or opens_with_reference(text)
         ):
             return UNANSWERED_MARGIN  # it asks about the one exchange there is
-        if not young and len(set(topic_terms(text))) > SHORT_MESSAGE_TERMS:
+        if not young and len(set(topic_terms(text))) > self.message_terms:
             return math.inf
         opening = _unit(vectors[:OPENING_TURNS].mean(axis=0))
         after = _unit(vectors[index : index + self.short_window].mean(axis=0))
-        centre = OPENING_YOUNG_CENTRE if young else OPENING_CENTRE
+        centre = self.opening_centres[1 if young else 0]
         return OPENING_WEIGHT * (centre - float(opening @ after))
 
     def _usual_margin(self, turns: Sequence[Turn]) -> float:
