@@ -1,10 +1,11 @@
 """Sweep of the semantic detector's one-line-reply settings (memory/drift/semantic.py
-``SHORT_*``): switches found and false forks on a tune file as it is and with every reply
-cut to its first sentence, and the Pk on a public set beside each row (a set whose score
-must stay under a published one, not a set to fit).
+``SHORT_*``, or with ``--opening`` the two cues' ``OPENING_*`` and ``SHORT_MESSAGE_TERMS``):
+switches found and false forks on a tune file as it is and with every reply cut to its
+first sentence, and the Pk on a public set beside each row (a set whose score must stay
+under a published one, not a set to fit).
 
     python -m bench.drift_sweep bench/data/product-tune.jsonl \
-        [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10]
+        [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10] [--opening]
 """
 
 from __future__ import annotations
@@ -48,21 +49,48 @@ SHORT_GRID = [None] + [
 ]
 
 
-def sweep_short_report(path: str, check: str | None, *, interval: int, scan_back: int) -> None:
+#: (centre, young topic's centre, subject words up to which a line needs two cues); None:
+#: one cue may fork (the second round of issue 46).
+OPENING_GRID = [None] + [
+    (centre, young, terms)
+    for terms in (2, 3)
+    for centre in (0.25, 0.3)
+    for young in (0.2, 0.25, 0.275, 0.3)
+]
+
+
+def _detectors(opening: bool):
+    """(detector, the setting's cells) for every row of the chosen grid."""
+    if opening:
+        for setting in OPENING_GRID:
+            if setting is None:
+                yield SemanticDetector(agreement=False), ["off", "", ""]
+            else:
+                centre, young, terms = setting
+                detector = SemanticDetector(opening_centres=(centre, young), message_terms=terms)
+                yield detector, [f"{centre:.3f}", f"{young:.3f}", f"{terms}"]
+        return
+    for setting in SHORT_GRID:
+        if setting is None:  # one-line replies read as any others: the detector before
+            yield SemanticDetector(one_line=False), ["off", "", ""]
+        else:
+            weight, centre, norm = setting
+            detector = SemanticDetector(short_weight=weight, short_centre=centre, short_norm=norm)
+            yield detector, [f"{weight:.1f}", f"{centre:.3f}", f"{norm:.1f}"]
+
+
+def sweep_short_report(
+    path: str, check: str | None, *, interval: int, scan_back: int, opening: bool = False
+) -> None:
     """For each one-line-reply setting: switches found and false forks on ``path`` as it
     is and with every reply cut to its first sentence, and the Pk on ``check``."""
     tune = with_vectors(load_dialogues(path))
     terse = with_vectors([with_one_line_replies(d) for d in load_dialogues(path)])
     public = with_vectors(load_dialogues(check)) if check else []
-    head = ("weight", "centre", "norm", "en", "other", "ff", "1l en", "1l other", "1l ff")
+    setting = ("centre", "young", "terms") if opening else ("weight", "centre", "norm")
+    head = (*setting, "en", "other", "ff", "1l en", "1l other", "1l ff")
     print(" ".join(f"{name:>8}" for name in (*head, "check")))
-    for setting in SHORT_GRID:
-        if setting is None:  # one-line replies read as any others: the detector before
-            detector, row = SemanticDetector(one_line=False), ["off", "", ""]
-        else:
-            weight, centre, norm = setting
-            detector = SemanticDetector(short_weight=weight, short_centre=centre, short_norm=norm)
-            row = [f"{weight:.1f}", f"{centre:.3f}", f"{norm:.1f}"]
+    for detector, row in _detectors(opening):
         for dialogues in (tune, terse):
             predictions, scores, _ = run(
                 dialogues, detector, interval=interval, scan_back=scan_back
@@ -89,8 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", help="a public set whose Pk is printed beside each row")
     parser.add_argument("--interval", type=int, default=10)
     parser.add_argument("--scan-back", type=int, default=10)
+    parser.add_argument(
+        "--opening", action="store_true", help="sweep the two cues' settings (OPENING_*)"
+    )
     args = parser.parse_args(argv)
-    sweep_short_report(args.tune, args.check, interval=args.interval, scan_back=args.scan_back)
+    sweep_short_report(
+        args.tune,
+        args.check,
+        interval=args.interval,
+        scan_back=args.scan_back,
+        opening=args.opening,
+    )
     return 0
 
 

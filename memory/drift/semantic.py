@@ -15,7 +15,9 @@ meaning more. The weights are chosen on bench/data/product-tune.jsonl (``python 
 bench.drift_quality --sweep-semantic``); announced switches keep forking as before.
 With one-line replies (as far as a thread's replies are short) the meaning is compared as
 windows of turns and the word cues relative to the conversation's usual ones
-(:meth:`SemanticDetector.margins`). With the offline model's templated replies only the
+(:meth:`SemanticDetector.margins`); there an unannounced switch in a young topic or in a
+message that names a subject word or two needs a second cue to agree: its window lies far
+from the topic's opening exchange too. With the offline model's templated replies only the
 user's turns are compared. With the test suite's stand-in encoder (hashed words, no
 meaning) it is the lexical detector.
 
@@ -25,6 +27,7 @@ with its stored vector (``Turn.vector``) is never embedded again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -38,8 +41,15 @@ from memory.drift.cues import (
 )
 from memory.drift.detectors import ANNOUNCED_MARGIN, DriftDetector, LexicalDetector
 from memory.drift.detectors import get_detector as get_word_detector
-from memory.drift.dialogue_cues import announces_return, announces_switch
+from memory.drift.dialogue_cues import (
+    announces_return,
+    announces_switch,
+    leans_on_topic,
+    opens_as_follow_up,
+    opens_with_reference,
+)
 from memory.text.embeddings import embed, encoder_name
+from memory.text.stats import topic_terms
 
 #: Turns of the topic before a candidate whose meaning it is compared with.
 SEMANTIC_CONTEXT = 6
@@ -61,9 +71,24 @@ SHORT_WINDOW = 4
 SHORT_WEIGHT = 8.0
 SHORT_CENTRE = 0.325
 SHORT_NORM = 1.0
-#: Turns of such a topic before a candidate that may open a subject unannounced: the
-#: opening question and its one-line answer are too little to compare the next one with.
+#: Turns of such a topic before a candidate below which the topic is young: its opening
+#: question and one-line answer are too little to compare the next one with by words.
 SHORT_MIN_BEFORE = 3
+#: Two cues must agree on an unannounced switch where one line says little: in a young
+#: topic, and in a message that names at most ``SHORT_MESSAGE_TERMS`` subject words
+#: ("Should I study endgames?", "Was kostet das insgesamt?"), the margin is also at most
+#: ``OPENING_WEIGHT * (centre - similarity)``, the similarity being the cosine of the
+#: topic's opening exchange (its first ``OPENING_TURNS`` turns, which name the subject a
+#: wandering talk keeps coming back to) with the candidate's window of turns. In a young
+#: topic a line that opens as a follow-up or leans on the topic ("Combien ça coûte ?",
+#: "And with black?") does not fork unannounced. Chosen on
+#: product-tune (as it is and ``--replies one-line``) among the settings that keep
+#: SuperDialseg's Pk under CSM's: see docs/measurements.md.
+SHORT_MESSAGE_TERMS = 2
+OPENING_TURNS = 2
+OPENING_WEIGHT = 8.0
+OPENING_CENTRE = 0.3
+OPENING_YOUNG_CENTRE = 0.275
 #: User turns the usual margin is the median of, at least (fewer say nothing usual).
 USUAL_NEEDS = 3
 USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
@@ -146,6 +171,9 @@ class SemanticDetector(LexicalDetector):
         short_window: int = SHORT_WINDOW,
         short_norm: float = SHORT_NORM,
         one_line: bool = True,
+        agreement: bool = True,
+        opening_centres: tuple[float, float] = (OPENING_CENTRE, OPENING_YOUNG_CENTRE),
+        message_terms: int = SHORT_MESSAGE_TERMS,
         **lexical,
     ) -> None:
         super().__init__(**lexical)
@@ -153,6 +181,8 @@ class SemanticDetector(LexicalDetector):
         self.short_weight, self.short_centre = short_weight, short_centre
         self.short_window, self.short_norm = short_window, short_norm
         self.one_line = one_line  # False: one-line replies read as any others (before issue 46)
+        self.agreement = agreement  # False: one cue may fork a one-line talk (issue 46, round 2)
+        self.opening_centres, self.message_terms = opening_centres, message_terms
         self.user_weight, self.user_centre = user_weight, user_centre
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
@@ -170,25 +200,47 @@ class SemanticDetector(LexicalDetector):
         # So each candidate's lexical margin is taken relative to the conversation's
         # usual one (the median over its user turns), its meaning is compared as windows
         # (the turns before it against it and the turns after it) instead of as one
-        # exchange, and the opening exchange alone is no topic to compare with.
+        # exchange. A line that names little ("Any books?") may still read as new by words
+        # and by its window alone, so unannounced it forks only where its window is also
+        # far from the topic's opening exchange (two cues agree; see _opening_margin).
         one_line = self.one_line and has_real_roles(turns)
         short = 1.0 - reply_reliability(turns) if one_line else 0.0
         usual = self._usual_margin(turns) if short and self.short_norm else 0.0
         for index in margins:
-            if margins[index] <= -ANNOUNCED_MARGIN * 5:  # not a turn that may open a subject
+            margin = margins[index]
+            if margin <= -ANNOUNCED_MARGIN * 5:  # not a turn that may open a subject
                 continue
             similarity = exchange_similarity(turns, vectors, index)
-            shift = self.weight * (self.centre - similarity)
-            if short:
-                window = window_similarity(vectors, index, self.short_window)
-                words = self.short_norm * usual
-                shift = (1 - short) * shift + short * (
-                    self.short_weight * (self.short_centre - window) - words
-                )
-                if index < SHORT_MIN_BEFORE and not _announced(turns[index].text):
-                    shift += short * UNANSWERED_MARGIN
-            margins[index] += shift
+            exchange = margin + self.weight * (self.centre - similarity)
+            if not short:
+                margins[index] = exchange
+                continue
+            window = window_similarity(vectors, index, self.short_window)
+            line = margin + self.short_weight * (self.short_centre - window)
+            line -= self.short_norm * usual
+            if self.agreement and not _announced(turns[index].text):
+                line = min(line, self._opening_margin(turns, vectors, index))
+            elif not self.agreement and index < SHORT_MIN_BEFORE:
+                line += UNANSWERED_MARGIN  # before issue 46's third round: young topics wait
+            margins[index] = (1 - short) * exchange + short * line
         return margins
+
+    def _opening_margin(self, turns: Sequence[Turn], vectors: np.ndarray, index: int) -> float:
+        """The margin meaning alone gives an unannounced candidate of a one-line talk, as
+        far from the topic's opening exchange as it is; no bound (infinity) for a message
+        that names a subject of its own in a topic that is not young."""
+        text = turns[index].text
+        young = index < SHORT_MIN_BEFORE
+        if young and (
+            opens_as_follow_up(text) or leans_on_topic(text) or opens_with_reference(text)
+        ):
+            return UNANSWERED_MARGIN  # it asks about the one exchange there is
+        if not young and len(set(topic_terms(text))) > self.message_terms:
+            return math.inf
+        opening = _unit(vectors[:OPENING_TURNS].mean(axis=0))
+        after = _unit(vectors[index : index + self.short_window].mean(axis=0))
+        centre = self.opening_centres[1 if young else 0]
+        return OPENING_WEIGHT * (centre - float(opening @ after))
 
     def _usual_margin(self, turns: Sequence[Turn]) -> float:
         """The median lexical margin of the thread's user turns that announce nothing."""
