@@ -89,10 +89,10 @@ from bench.memory_qa.harness import (
     install_recorder,
     load_source,
     make_scope,
+    read_replies,
     retrieval_context,
     select,
     summarize,
-    read_replies,
     write_replies,
 )
 

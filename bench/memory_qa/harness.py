@@ -505,8 +505,13 @@ def read_replies(paths: list[str]) -> tuple[list[Scored], list[dict]]:
                 )
                 scored.append(
                     Scored(
-                        record["history"], record["kind"], record["system"], record["right"],
-                        record["f1"], answer, question,
+                        record["history"],
+                        record["kind"],
+                        record["system"],
+                        record["right"],
+                        record["f1"],
+                        answer,
+                        question,
                     )
                 )
     return scored, ingestion
