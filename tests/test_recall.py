@@ -769,7 +769,9 @@ def test_an_earlier_turns_recalled_block_stays_before_its_message_so_the_next_re
     kept, new = recalled_blocks(two)
     assert kept == first.reply.recalled == recalled_blocks(one)[0]
     assert f"> user: {KYOTO}" in kept.splitlines()
-    # The new block quotes what the kept one does not, and nothing it does.
+    # The new block quotes what the kept one does not, and nothing it does; the kept one's
+    # intro holds for it, said in one line.
+    assert new.splitlines()[1] == recalled_module.RECALLED_MORE_INTRO
     assert "> user: And the rail pass?" in new.splitlines()
     assert KYOTO not in new and "Lovely, a garden view" not in new
     assert second.reply.recalled == new
