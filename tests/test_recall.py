@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 import memory.actions.context as context_module
 import memory.actions.recalled as recalled_module
 from memory.actions.context import RECALL_HINT, assemble_context
+from memory.actions.curation import do_user_curation
 from memory.actions.deletion import do_delete_topic
 from memory.actions.evaluation import evaluate_session
 from memory.actions.recalled import RECALLED_OUTRO, RECALLED_TOKENS
@@ -27,7 +28,7 @@ from memory.lib.spec import MIN_MEMORY_TURNS
 from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
-from memory.models import Agent, Message, Notes, Session, Topic
+from memory.models import Agent, MemoryState, Message, Notes, Session, Topic
 from memory.stores.recall.ranking import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
@@ -840,3 +841,26 @@ def test_between_turns_the_context_shows_the_last_block_once(session, earlier, f
     assert reply["role"] == "assistant"
     assert len(recalled_blocks({"messages": stack.messages})) == 1
     assert stack.recalled == ""
+
+
+@pytest.mark.parametrize("reversal", ["deprecated", "deleted"])
+def test_a_kept_block_is_never_sent_again_once_the_user_reverses_what_it_quotes(
+    session, earlier, fake_openai, alice, reversal
+):
+    """A kept block quotes what was live when it was recalled: once the user deprecates or
+    deletes that topic, no later request carries it (the next turn recalls afresh)."""
+    _, topic = earlier
+    first = do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    assert KYOTO in first.reply.recalled
+    if reversal == "deprecated":
+        do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
+    else:
+        do_delete_topic(topic=topic, deleted_by=alice)
+
+    do_send_message(session=session, content="And how many days is the rail pass?")
+
+    assert KYOTO in json.dumps(fake_openai.requests[0]["messages"], ensure_ascii=False)
+    later = json.dumps(fake_openai.requests[1]["messages"], ensure_ascii=False)
+    assert KYOTO not in later and "Lovely, a garden view" not in later
+    first.reply.refresh_from_db()
+    assert first.reply.recalled == ""
