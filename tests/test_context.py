@@ -188,6 +188,38 @@ def test_tool_calls_are_rendered_in_the_openai_shape():
     ]
 
 
+def test_a_replys_recalled_block_goes_back_before_the_message_it_answered_while_that_is_kept():
+    def row(role, content, recalled="", carried=()):
+        trace = {"carried": list(carried)} if carried else {}
+        return {
+            "role": role,
+            "content": content,
+            "tool_calls": [],
+            "tool_call_id": "",
+            "recalled": recalled,
+            "memory_trace": trace,
+        }
+
+    ref = {"kind": "recalled", "topic_id": 1, "session_id": 1, "message_id": 7}
+    kept = {**ref, "message_id": 8, "earlier": True}  # an earlier block's, not this one's
+    rows = [
+        row("assistant", "first reply", recalled="## Recalled A"),  # its question was trimmed
+        row("user", "second"),
+        row("assistant", "second reply", recalled="## Recalled B", carried=[ref, kept]),
+        row("user", "third"),
+    ]
+    earlier: list[dict] = []
+
+    assert render_window(rows, earlier=earlier) == [
+        {"role": "assistant", "content": "first reply"},
+        {"role": "system", "content": "## Recalled B"},
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "second reply"},
+        {"role": "user", "content": "third"},
+    ]
+    assert earlier == [ref]
+
+
 def _call(call_id, name):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
 

@@ -13,7 +13,10 @@ import pytest
 from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
+import memory.actions.context as context_module
+import memory.actions.recalled as recalled_module
 from memory.actions.context import RECALL_HINT, assemble_context
+from memory.actions.curation import do_user_curation
 from memory.actions.deletion import do_delete_topic
 from memory.actions.evaluation import evaluate_session
 from memory.actions.recalled import RECALLED_OUTRO, RECALLED_TOKENS
@@ -25,7 +28,7 @@ from memory.lib.spec import MIN_MEMORY_TURNS
 from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
-from memory.models import Agent, Message, Notes, Session, Topic
+from memory.models import Agent, MemoryState, Message, Notes, Session, Topic
 from memory.stores.recall.ranking import (
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
@@ -739,3 +742,125 @@ def test_several_topic_summaries_are_recalled_not_only_the_first(
     lines = fake_openai.requests[0]["messages"][-2]["content"].splitlines()
     assert "> Quince jam: two jars made in October." in lines
     assert "> A quince tart for the party." in lines
+
+
+# --- an earlier turn's block kept in place: the next request extends the one before it -----
+
+
+def recalled_blocks(request: dict) -> list[str]:
+    return [
+        message["content"]
+        for message in request["messages"]
+        if message["role"] == "system" and message["content"].startswith("## Recalled")
+    ]
+
+
+def test_an_earlier_turns_recalled_block_stays_before_its_message_so_the_next_request_extends_it(
+    session, earlier, fake_openai
+):
+    fake_openai.reply_text("The Hotel Kinkaku.")
+    first = do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    fake_openai.reply_text("Seven days.")
+
+    second = do_send_message(session=session, content="How many days is the Kyoto rail pass?")
+
+    one, two = fake_openai.requests
+    # Everything the first request sent is sent again, in place: the provider's cache holds it.
+    assert two["messages"][: len(one["messages"])] == one["messages"]
+    kept, new = recalled_blocks(two)
+    assert kept == first.reply.recalled == recalled_blocks(one)[0]
+    assert f"> user: {KYOTO}" in kept.splitlines()
+    # The new block quotes what the kept one does not, and nothing it does; the kept one's
+    # intro holds for it, said in one line.
+    assert new.splitlines()[1] == recalled_module.RECALLED_MORE_INTRO
+    assert "> user: And the rail pass?" in new.splitlines()
+    assert KYOTO not in new and "Lovely, a garden view" not in new
+    assert second.reply.recalled == new
+    # The reply says both were in its request; the kept one's passages are marked.
+    recalled = [i for i in second.reply.memory_trace["carried"] if i["kind"] == "recalled"]
+    kyoto = Message.objects.get(content=KYOTO)
+    assert {"earlier": True} | first.reply.memory_trace["carried"][-1] in recalled
+    assert first.reply.memory_trace["carried"][-1]["message_id"] == kyoto.pk
+    assert any(not item.get("earlier") for item in recalled)
+
+
+def test_a_question_whose_passages_the_request_holds_already_adds_no_block(
+    session, earlier, fake_openai
+):
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    fake_openai.reply_text("Kinkaku, as I said.")
+
+    second = do_send_message(session=session, content="Which hotel in Kyoto again?")
+
+    one, two = fake_openai.requests
+    assert two["messages"][: len(one["messages"])] == one["messages"]
+    assert len(recalled_blocks(two)) == 1
+    assert two["messages"][-1] == {"role": "user", "content": "Which hotel in Kyoto again?"}
+    assert second.reply.recalled == ""
+
+
+def test_the_kept_blocks_and_the_new_one_stay_within_their_bound(
+    session, earlier, fake_openai, monkeypatch
+):
+    """Once the kept blocks spend ``RECALLED_KEPT_TOKENS``, a new question adds no block
+    until the window trims them away with their messages."""
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    [block] = recalled_blocks(fake_openai.requests[0])
+    monkeypatch.setattr(recalled_module, "RECALLED_KEPT_TOKENS", estimate_tokens(block))
+
+    do_send_message(session=session, content="How many days is the Kyoto rail pass?")
+
+    assert recalled_blocks(fake_openai.requests[1]) == [block]
+
+
+def test_a_kept_block_leaves_with_its_message_when_the_window_trims_it(
+    session, earlier, fake_openai, monkeypatch
+):
+    monkeypatch.setattr(context_module, "ACTIVE_WINDOW_MESSAGES", 4)
+    monkeypatch.setattr(context_module, "ACTIVE_WINDOW_BLOCK", 2)
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    do_send_message(session=session, content="Hello again")
+
+    do_send_message(session=session, content="Kyoto hotel and rail pass?")  # 2 trimmed
+
+    third = fake_openai.requests[2]["messages"]
+    assert {"role": "user", "content": "Which hotel did we book in Kyoto?"} not in third
+    [block] = recalled_blocks(fake_openai.requests[2])
+    assert KYOTO in block  # no longer in the request, so it may be quoted anew
+    assert third[-2:] == [{"role": "system", "content": block}, third[-1]]
+
+
+def test_between_turns_the_context_shows_the_last_block_once(session, earlier, fake_openai):
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+
+    stack = assemble_context(session=session)
+
+    block, asked, reply = stack.messages[-3:]
+    assert block["role"] == "system" and block["content"].startswith("## Recalled")
+    assert asked == {"role": "user", "content": "Which hotel did we book in Kyoto?"}
+    assert reply["role"] == "assistant"
+    assert len(recalled_blocks({"messages": stack.messages})) == 1
+    assert stack.recalled == ""
+
+
+@pytest.mark.parametrize("reversal", ["deprecated", "deleted"])
+def test_a_kept_block_is_never_sent_again_once_the_user_reverses_what_it_quotes(
+    session, earlier, fake_openai, alice, reversal
+):
+    """A kept block quotes what was live when it was recalled: once the user deprecates or
+    deletes that topic, no later request carries it (the next turn recalls afresh)."""
+    _, topic = earlier
+    first = do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    assert KYOTO in first.reply.recalled
+    if reversal == "deprecated":
+        do_user_curation(topic=topic, state=MemoryState.DEPRECATED, user=alice)
+    else:
+        do_delete_topic(topic=topic, deleted_by=alice)
+
+    do_send_message(session=session, content="And how many days is the rail pass?")
+
+    assert KYOTO in json.dumps(fake_openai.requests[0]["messages"], ensure_ascii=False)
+    later = json.dumps(fake_openai.requests[1]["messages"], ensure_ascii=False)
+    assert KYOTO not in later and "Lovely, a garden view" not in later
+    first.reply.refresh_from_db()
+    assert first.reply.recalled == ""

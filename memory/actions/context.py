@@ -20,6 +20,10 @@ cache keeps hitting from turn to turn:
    ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, with the
    passages recalled from earlier conversations for the user's latest message right
    before it (``RECALL_IN_CONTEXT``), then the working memory as a last system message.
+   An earlier turn's recalled block (stored on its reply, ``Message.recalled``) stays right
+   before the message it answered while that message is in the window, so a request
+   extends the one before it instead of rewriting it from the last question on; the new
+   block quotes only passages none of those hold, and leaves the window with its message.
 
 The window is cache-aligned: it is trimmed ``ACTIVE_WINDOW_BLOCK`` messages at a time, at
 fixed positions of the topic (from its 17th, 33rd, 49th... message with the defaults), not
@@ -129,6 +133,9 @@ class ContextStack:
     # What of memory the request carries, kind and ids (memory/actions/memory_trace.py):
     # persistent-memory entries, facts, the topic's notes, recalled passages.
     carried: tuple[dict, ...] = ()
+    # This turn's recalled block (empty when none): the turn stores it on its reply, and
+    # later requests keep it before the message it answers (``Message.recalled``).
+    recalled: str = ""
 
     def layer(self, name: LayerName) -> ContextLayer:
         return next(layer for layer in self.layers if layer.name == name)
@@ -168,8 +175,12 @@ def assemble_context(
     session = Session.objects.select_related("agent").get(pk=session.pk)
     agent = session.agent
     active, prior = _session_topics(session)  # with the notes and facts the turn reads
+    earlier: list[dict] = []  # the passages of the earlier turns' blocks the window keeps
     window, span = trailing_window(
-        topic_id=active["pk"], size=ACTIVE_WINDOW_MESSAGES, block=ACTIVE_WINDOW_BLOCK
+        topic_id=active["pk"],
+        size=ACTIVE_WINDOW_MESSAGES,
+        block=ACTIVE_WINDOW_BLOCK,
+        earlier=earlier,
     )
     shape = turn_shape(profile or _answering_profile(session), _latest_user(window))
     tools = _tools(extra_tools) if shape.tools else []
@@ -197,15 +208,27 @@ def assemble_context(
             EARLIER_TOPICS_TITLE, prior_text and f"{EARLIER_TOPICS_INTRO}\n{prior_text}"
         ),
     )
-    recalled = recalled_text(
-        session, active["pk"], _latest_user(window), tool=bool(tools), carried=carried
-    )
+    # The earlier blocks' passages are in the request too (marked, so the next turn tells
+    # them from what its own block recalled).
+    carried.extend({**ref, "earlier": True} for ref in earlier)
+    blocks = [message["content"] for message in window if message["role"] == "system"]
+    recalled = ""
+    if not _has_block(window):
+        recalled = recalled_text(
+            session,
+            active["pk"],
+            _latest_user(window),
+            tool=bool(tools),
+            carried=carried,
+            earlier=earlier,
+            kept_tokens=sum(estimate_tokens(block) for block in blocks),
+        )
     volatile = _layer(
         "volatile",
         date=today_text(today or timezone.localdate()),
         thread=_thread_text(window),
         tool_results=_tool_results_text(window),
-        recalled=recalled,
+        recalled="\n\n".join([*blocks, *([recalled] if recalled else [])]),
         working_memory=working_memory.strip(),
     )
 
@@ -221,6 +244,7 @@ def assemble_context(
         dropped_earlier_topics=prior_dropped,
         shape=shape,
         carried=tuple(carried),
+        recalled=recalled,
     )
 
 
@@ -270,22 +294,29 @@ def inspect_context(*, session: Session) -> dict:
 
 
 def trailing_window(
-    *, topic_id: int, size: int = ACTIVE_WINDOW_MESSAGES, block: int = ACTIVE_WINDOW_BLOCK
+    *,
+    topic_id: int,
+    size: int = ACTIVE_WINDOW_MESSAGES,
+    block: int = ACTIVE_WINDOW_BLOCK,
+    earlier: list[dict] | None = None,
 ) -> tuple[list[dict], WindowSpan]:
-    """The topic's trailing window in OpenAI format, made valid, and its span (one query:
-    the newest ``size`` rows by the ``(topic, -seq)`` index, each with the topic's message
-    count, counted once; the span then says how many of them are kept)."""
+    """The topic's trailing window in OpenAI format, made valid, with the earlier turns'
+    recalled blocks in place, and its span (one query: the newest ``size`` rows by the
+    ``(topic, -seq)`` index, each with the topic's message count, counted once; the span
+    then says how many of them are kept). The blocks' passages are added to ``earlier``."""
     messages = Message.objects.filter(topic_id=topic_id).exclude(role=Message.Role.ERROR)
     total = messages.order_by().values("topic_id").annotate(total=Count("pk")).values("total")
     rows = list(
         messages.annotate(total=Subquery(total))
         .order_by("-seq")
-        .values("role", "content", "tool_calls", "tool_call_id", "total")[:size]
+        .values(
+            "role", "content", "tool_calls", "tool_call_id", "recalled", "memory_trace", "total"
+        )[:size]
     )
     span = window_span(rows[0]["total"] if rows else 0, size=size, block=block)
     rows = rows[: span.kept]
     rows.reverse()
-    return render_window(rows), span
+    return render_window(rows, earlier=earlier), span
 
 
 def window_span(total: int, *, size: int, block: int) -> WindowSpan:
@@ -301,9 +332,13 @@ def window_span(total: int, *, size: int, block: int) -> WindowSpan:
     return WindowSpan(topic_messages=total, kept=kept, max_messages=size, block=block)
 
 
-def render_window(rows: list[dict[str, Any]]) -> list[dict]:
-    """Pair every tool call with its results; drop what cannot be paired."""
+def render_window(rows: list[dict[str, Any]], *, earlier: list[dict] | None = None) -> list[dict]:
+    """Pair every tool call with its results; drop what cannot be paired. A reply's
+    recalled block (``recalled``) goes back right before the user's message it answered,
+    as a system message, when that message is in the rows; its passages (the ``recalled``
+    records of the reply's ``memory_trace``) are then added to ``earlier``."""
     messages: list[dict] = []
+    asked: int | None = None  # where the last user message is, while it has no block
     index = 0
     while index < len(rows):
         row = rows[index]
@@ -311,8 +346,14 @@ def render_window(rows: list[dict[str, Any]]) -> list[dict]:
         if row["role"] == Message.Role.TOOL:
             continue  # its call is not in the window (or not right before it)
         if row["role"] == Message.Role.USER:
+            asked = len(messages)
             messages.append({"role": "user", "content": row["content"]})
             continue
+        if row.get("recalled") and asked is not None:
+            messages.insert(asked, {"role": "system", "content": row["recalled"]})
+            asked = None
+            if earlier is not None:
+                earlier.extend(_recalled_refs(row.get("memory_trace")))
         calls = _normalized_calls(row["tool_calls"])
         results: dict[str, dict] = {}
         while index < len(rows) and rows[index]["role"] == Message.Role.TOOL:
@@ -336,6 +377,25 @@ def render_window(rows: list[dict[str, Any]]) -> list[dict]:
         elif row["content"]:
             messages.append({"role": "assistant", "content": row["content"]})
     return messages
+
+
+def _recalled_refs(trace: object) -> list[dict]:
+    """The passages a reply's own recalled block quoted (its memory record's ``recalled``
+    records, those of earlier blocks left out)."""
+    carried = trace.get("carried") if isinstance(trace, dict) else None
+    items = carried if isinstance(carried, list) else []
+    return [
+        item
+        for item in items
+        if isinstance(item, dict) and item.get("kind") == "recalled" and not item.get("earlier")
+    ]
+
+
+def _has_block(window: list[dict]) -> bool:
+    """Whether the user's latest message in the window has its recalled block already (the
+    window ends with its reply: what ``inspect_context`` reads between two turns)."""
+    users = [index for index, message in enumerate(window) if message["role"] == "user"]
+    return bool(users) and users[-1] > 0 and window[users[-1] - 1]["role"] == "system"
 
 
 def _normalized_calls(raw: object) -> list[dict]:
@@ -533,7 +593,7 @@ def _tool_name(tool: dict) -> str:
 def _thread_text(window: list[dict]) -> str:
     lines = []
     for message in window:
-        if message["role"] == "tool":
+        if message["role"] in ("tool", "system"):  # results and recalled blocks have parts
             continue
         if message.get("content"):
             lines.append(f"{message['role']}: {message['content']}")

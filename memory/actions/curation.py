@@ -44,6 +44,7 @@ from memory.lib.text import UNTITLED_TOPIC, shown_topic_title
 from memory.lib.validation import check_summary, check_topic_title
 from memory.models import MemoryDecision, MemoryState, Message, Topic
 from memory.stores.memory_states import record_state_change
+from memory.stores.messages import forget_recalled_blocks
 from memory.stores.persistent import invalidate_topic_memory
 
 AgentAction = Literal["promote", "demote", "deprecate"]
@@ -229,6 +230,8 @@ def _apply_state(
             publish_on_commit(topic.session_id, _updated(topic))
         return None
     publish_on_commit(topic.session_id, _updated(topic))
+    if deprecated:
+        forget_recalled_blocks(session_id=topic.session_id)  # never quoted again as live
     return record_state_change(
         topic=topic,
         before=before,

@@ -20,6 +20,7 @@ from memory.events import publish_on_commit, session_deleted, topic_deleted
 from memory.lib.errors import ACTIVE_TOPIC_DELETE_ERROR, Conflict
 from memory.models import IN_MEMORY, Deletion, MemoryDecision, Message, Session, Topic
 from memory.stores.leases import session_lock
+from memory.stores.messages import forget_recalled_blocks
 from memory.stores.persistent import invalidate_persistent_memory
 
 
@@ -52,6 +53,7 @@ def do_delete_session(*, session: Session, deleted_by, via: str = Deletion.Via.U
             memory_topics=counts["memory"],
         )
         _forget_titles(topics)
+        forget_recalled_blocks(session_id=session.pk)  # other sessions may quote this one
         session_id = session.pk
         session.delete()
         invalidate_persistent_memory(session.memory_scope_key)
@@ -79,6 +81,7 @@ def do_delete_topic(*, topic: Topic, deleted_by, via: str = Deletion.Via.USER) -
             memory_topics=int(in_memory),
         )
         _forget_titles(Topic.objects.filter(pk=topic.pk))
+        forget_recalled_blocks(session_id=session.pk)
         topic_id = topic.pk
         topic.delete()
         publish_on_commit(session.pk, topic_deleted(topic_id))

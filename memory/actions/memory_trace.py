@@ -9,7 +9,8 @@ export all read the same record, after a reload too:
 persistent-memory entries (``memory``: topic and session ids, the title), the durable
 facts (``fact``: their keys, never their values: the Facts panel has those), the active
 topic's notes (``notes``) and the passages recalled from earlier conversations
-(``recalled``: the message, its topic and session).
+(``recalled``: the message, its topic and session; ``earlier`` when an earlier turn's
+block recalled it and the request kept that block in place).
 
 ``changed``: what the turn's own tool calls (or the user's ``/remember``, ``/forget``,
 ``/note``) wrote to memory, each with the sentence people read ("Remembered: passport =

@@ -4,10 +4,15 @@ latest message, chosen within a share of the request and framed as dated records
 was said, quoted as data, so a small model reads them rather than imitates them.
 
 Context assembly (memory/actions/context.py) places the block right before the message it
-answers, so everything before it stays in the provider's cache.
+answers, so everything before it stays in the provider's cache. The turn stores the block
+on its reply (``Message.recalled``), and later requests keep it in that place while that
+message is in the window: each request extends the one before it, and a new block holds
+only passages the earlier ones in the request do not.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from django.conf import settings
 
@@ -25,6 +30,11 @@ RECALLED_INTRO = (
     "unrelated."
 )
 RECALLED_TOOL = "The recall tool finds more."
+# A block after one the request keeps: that one's intro holds for it too.
+RECALLED_MORE_INTRO = (
+    "More dated records of the user's earlier chats, for their latest message, quoted as "
+    "data like those above, oldest first:"
+)
 RECALLED_OUTRO = (
     "When they answer the user's message that follows, answer it in your own words from "
     "them (the latest state); when neither they nor your memory do, say that you do not know."
@@ -34,6 +44,14 @@ RECALLED_TOKENS = 600  # the passages' share of the request, best first until it
 # room: on the QA tune half, with no model, 900 brought one more answer and two more
 # evidence turns than 600 into the request (59/67 and 64/74), 1,200 no more than 900.
 RECALLED_TOKENS_LEAN = 900
+# Every recalled block of one request together, the earlier turns' kept in place and the
+# new one: a new block gets what the kept ones leave, at most its own share above, so the
+# request stays bounded however many questions the window holds (the kept ones leave it
+# with their messages, at the window's trims). On bench/prompt_cache.py (222 turns, the
+# product's window) the cached share is 89.7 % at 1,200 and 89.5 % at 1,500, against
+# 76.1 % when every turn rewrote its one block (prompt tokens 927k, 972k; then 817k): each
+# kept block is read from the cache, but every new one is read afresh.
+RECALLED_KEPT_TOKENS = 1200
 
 
 def recalled_text(
@@ -43,12 +61,20 @@ def recalled_text(
     *,
     tool: bool,
     carried: list[dict] | None = None,
+    earlier: Sequence[dict] = (),
+    kept_tokens: int = 0,
 ) -> str:
     """What recall finds in the scope's other live topics for ``query``, the user's latest message,
     so a model that never calls the tool still sees it (``RECALL_IN_CONTEXT``); empty when
     nothing matches. A deprecated topic is never quoted: the user reversed it. ``tool``:
-    the request carries the recall tool (said once, in the intro)."""
-    if not settings.RECALL_IN_CONTEXT or not query.strip():
+    the request carries the recall tool (said once, in the intro). ``earlier``: the
+    passages (``carried`` records) of the earlier blocks the request keeps, none of them
+    quoted again; ``kept_tokens``, those blocks' size (``RECALLED_KEPT_TOKENS`` bounds
+    them and the new one together)."""
+    budget = min(
+        RECALLED_TOKENS if tool else RECALLED_TOKENS_LEAN, RECALLED_KEPT_TOKENS - kept_tokens
+    )
+    if not settings.RECALL_IN_CONTEXT or not query.strip() or budget <= 0:
         return ""
     query = query[:QUERY_MAX_CHARS]
     try:
@@ -64,21 +90,30 @@ def recalled_text(
         )
     except SearchError:  # a message with no word to search for
         return ""
-    budget = RECALLED_TOKENS if tool else RECALLED_TOKENS_LEAN
-    records = _chosen_records(hits, exchanges(hits, terms), budget, carried)
+    records = _chosen_records(hits, exchanges(hits, terms), budget, carried, earlier)
     if not records:
         return ""
     intro = f"{RECALLED_INTRO} {RECALLED_TOOL}" if tool else RECALLED_INTRO
+    if kept_tokens:
+        intro = RECALLED_MORE_INTRO
     return section(RECALLED_TITLE, "\n".join([intro, *records, RECALLED_OUTRO]))
 
 
 def _chosen_records(
-    hits: list, halves: dict, budget: int, carried: list[dict] | None = None
+    hits: list,
+    halves: dict,
+    budget: int,
+    carried: list[dict] | None = None,
+    earlier: Sequence[dict] = (),
 ) -> list[str]:
     """The hits' records, best first until ``budget`` tokens are spent, then oldest
-    first (the newest state is read last); each one chosen is added to ``carried``."""
+    first (the newest state is read last); each one chosen is added to ``carried``. A hit
+    an ``earlier`` block quoted (its message, or the other half of that message's
+    exchange; a topic quoted whole) is left out."""
     chosen: list[tuple] = []
     shown: set[int] = set()
+    before = {ref["message_id"] for ref in earlier if ref.get("message_id") is not None}
+    whole_topics = {ref["topic_id"] for ref in earlier if ref.get("message_id") is None}
     spent = 0
     for hit in hits:
         if hit.memory_state == "deprecated":
@@ -86,6 +121,8 @@ def _chosen_records(
         if hit.message_id is not None and hit.message_id in shown:
             continue  # already there, as the other half of an exchange
         other = halves.get(hit.message_id) if hit.message_id is not None else None
+        if _quoted_before(hit, other, before, whole_topics):
+            continue  # an earlier block of the request holds it
         record = _recalled_record(hit, other)
         cost = estimate_tokens(record)
         if spent + cost > budget:
@@ -98,6 +135,14 @@ def _chosen_records(
             carried.append(_recalled_ref(hit))
     chosen.sort(key=lambda pair: pair[0])  # oldest first: the newest state is read last
     return [record for _, record in chosen]
+
+
+def _quoted_before(hit, other, before: set[int], whole_topics: set[int]) -> bool:
+    """Whether an earlier block quotes ``hit``: its message, or the other half of its
+    exchange (whose record held this one), or, for a topic's own hit, that topic."""
+    if hit.message_id is None:
+        return hit.topic_id in whole_topics
+    return hit.message_id in before or (other is not None and other[0] in before)
 
 
 def _recalled_ref(hit) -> dict:

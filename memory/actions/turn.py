@@ -345,6 +345,7 @@ def _converse(
                 content=completion.content,
                 stopped=True,
                 memory_trace=memory_trace(stack.carried, result.activity),
+                recalled=stack.recalled,
                 versions=result.reply_versions,
                 **_usage(completion),
             )
@@ -355,6 +356,7 @@ def _converse(
                 role=Message.Role.ASSISTANT,
                 content=_reply_text(completion, after_tools=round_number > 0),
                 memory_trace=memory_trace(stack.carried, result.activity),
+                recalled=stack.recalled,
                 versions=result.reply_versions,
                 **_usage(completion),
             )

@@ -439,6 +439,7 @@ class MessageAdmin(OrganizationScoped, admin.ModelAdmin):
         "completion_tokens",
         "memory_trace",  # what a reply's request carried from memory, what its turn changed
         "versions",  # earlier versions (Regenerate, Edit): never in context
+        "recalled",  # the recalled block kept before the message the reply answers
         "created_at",
     ]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db import connection, models, transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, models, router, transaction
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from memory.lib.tool_words import BUILTIN_TOOL_NAMES, RECALLED_TOOL_NAMES, WRITE_ACKNOWLEDGED
@@ -138,19 +138,48 @@ class Session(models.Model):
         writers (a streaming reply, a tool result, a second tab) never collide. One
         statement takes the number and counts the message as conversation or not (so the
         heartbeat costs the same at any session length); ``self.message_count`` and
-        ``self.conversation_count`` are the session's counts once it is stored.
+        ``self.conversation_count`` are the session's counts once it is stored. The INSERT
+        reads the active topic itself: two statements in all.
         """
         message = Message(session=self, **fields)
         with transaction.atomic():
             # The UPDATE locks the session row until commit; a fork takes the same lock
-            # first, so the active topic read below cannot change under us.
+            # first, so the active topic the INSERT reads (a statement of its own, so a
+            # snapshot taken once the lock is held) cannot change under us.
             self.message_count, self.conversation_count = _count_message(
                 self.pk, conversation=message.is_conversation
             )
-            message.topic = topic or Topic.objects.get(session_id=self.pk, is_active=True)
             message.seq = self.message_count
-            message.save(force_insert=True)
+            if topic is not None:
+                message.topic = topic
+                message.save(force_insert=True)
+            else:
+                _insert_in_active_topic(message)
         return message
+
+
+def _insert_in_active_topic(message: Message) -> None:
+    """Insert ``message`` into its session's active topic, read by the INSERT itself, and
+    take back its id and topic id (``Model.save`` returns the id only)."""
+    meta = Message._meta
+    message.topic_id = Subquery(
+        Topic.objects.filter(session_id=message.session_id, is_active=True).values("pk")[:1]
+    )
+    fields = [field for field in meta.local_concrete_fields if field is not meta.pk]
+    try:
+        [(message.pk, message.topic_id)] = Message._base_manager._insert(
+            [message],
+            fields=fields,
+            returning_fields=[meta.pk, meta.get_field("topic")],
+            using=router.db_for_write(Message),
+        )
+    except IntegrityError as err:
+        message.topic_id = None
+        if "topic_id" not in str(err) or "null" not in str(err).lower():
+            raise
+        raise Topic.DoesNotExist(f"session {message.session_id} has no active topic") from err
+    message._state.adding = False
+    message._state.db = router.db_for_write(Message)
 
 
 def _count_message(session_id: int, *, conversation: bool) -> tuple[int, int]:
@@ -403,6 +432,13 @@ class Message(models.Model):
         help_text="A reply's record of memory: what its request carried (memory entries, "
         "facts, notes, recalled passages: kinds and ids) and what its turn changed "
         "(memory/actions/memory_trace.py).",
+    )
+    recalled = models.TextField(
+        blank=True,
+        help_text="A reply's recalled block: the passages from earlier conversations its "
+        "request carried right before the user's message it answers. Later requests keep it "
+        "in that place while that message is in the window, so each extends the one before "
+        "it (memory/actions/context.py).",
     )
     versions = models.JSONField(
         default=list,

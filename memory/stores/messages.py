@@ -18,6 +18,20 @@ def store_message(*, session: Session, topic: Topic | None = None, **fields) -> 
     return message
 
 
+def forget_recalled_blocks(*, session_id: int) -> int:
+    """Clear the recalled blocks kept on the replies of every session of this session's
+    user (``Message.recalled``), for a topic or session they deprecated or deleted: a kept
+    block quotes what was live when it was recalled, and a later request must not quote it
+    again. The next turn recalls afresh (one request misses the provider's cache; nothing
+    stale stays). Returns how many blocks were cleared."""
+    owner = Session.objects.filter(pk=session_id).values("user_id")[:1]
+    return (
+        Message.objects.filter(session__user_id=Subquery(owner))
+        .exclude(recalled="")
+        .update(recalled="")
+    )
+
+
 def usage_totals(*, session_id: int) -> dict:
     """The provider-reported tokens of every model call of a session, summed, and the
     share of prompt tokens the provider served from its prompt cache (None before any)."""
