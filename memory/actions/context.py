@@ -54,7 +54,7 @@ from django.conf import settings
 from django.db.models import Case, Count, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
-from memory.actions.recalled import recalled_text
+from memory.actions.recalled import block_refs, window_recalled
 from memory.actions.tools import BUILTIN_TOOL_NAMES, builtin_tool_schemas
 from memory.lib.spec import ACTIVE_WINDOW_BLOCK, ACTIVE_WINDOW_MESSAGES
 from memory.lib.text import quoted_block, section, shown_topic_title
@@ -173,7 +173,6 @@ def assemble_context(
     """
     # Fresh: the pipeline may have written drift_result in another process.
     session = Session.objects.select_related("agent").get(pk=session.pk)
-    agent = session.agent
     active, prior = _session_topics(session)  # with the notes and facts the turn reads
     earlier: list[dict] = []  # the passages of the earlier turns' blocks the window keeps
     window, span = trailing_window(
@@ -188,15 +187,7 @@ def assemble_context(
     carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
     facts_text = _facts_text(active["facts"], active["provenance"], carried)
 
-    stable = _layer(
-        "stable",
-        soul=agent.soul.strip(),
-        skills=section("Skills", agent.skills.strip()),
-        tools=section("Tools", _tools_text(tools)) if shape.profile.tools_reliable else "",
-        persistent_memory=memory.text,
-        durable_facts=facts_text,
-        drift_result=section("Drift detection", session.drift_result.strip()),
-    )
+    stable = _stable_layer(session, tools, shape, memory.text, facts_text)
     prior_text, prior_dropped = _prior_topics(prior)
     notes = active["notes_text"] or ""
     if notes.strip():
@@ -208,21 +199,15 @@ def assemble_context(
             EARLIER_TOPICS_TITLE, prior_text and f"{EARLIER_TOPICS_INTRO}\n{prior_text}"
         ),
     )
-    # The earlier blocks' passages are in the request too (marked, so the next turn tells
-    # them from what its own block recalled).
-    carried.extend({**ref, "earlier": True} for ref in earlier)
-    blocks = [message["content"] for message in window if message["role"] == "system"]
-    recalled = ""
-    if not _has_block(window):
-        recalled = recalled_text(
-            session,
-            active["pk"],
-            _latest_user(window),
-            tool=bool(tools),
-            carried=carried,
-            earlier=earlier,
-            kept_tokens=sum(estimate_tokens(block) for block in blocks),
-        )
+    blocks, recalled = window_recalled(
+        session,
+        active["pk"],
+        window,
+        _latest_user(window),
+        tool=bool(tools),
+        carried=carried,
+        earlier=earlier,
+    )
     volatile = _layer(
         "volatile",
         date=today_text(today or timezone.localdate()),
@@ -270,6 +255,22 @@ def _request_messages(
     if working_memory.strip():
         messages.append({"role": "system", "content": working_memory.strip()})
     return messages
+
+
+def _stable_layer(
+    session: Session, tools: list[dict], shape: TurnShape, memory_text: str, facts_text: str
+) -> ContextLayer:
+    """The stable prefix: who the agent is, its skills and tools, memory, facts, drift."""
+    agent = session.agent
+    return _layer(
+        "stable",
+        soul=agent.soul.strip(),
+        skills=section("Skills", agent.skills.strip()),
+        tools=section("Tools", _tools_text(tools)) if shape.profile.tools_reliable else "",
+        persistent_memory=memory_text,
+        durable_facts=facts_text,
+        drift_result=section("Drift detection", session.drift_result.strip()),
+    )
 
 
 def inspect_context(*, session: Session) -> dict:
@@ -353,7 +354,7 @@ def render_window(rows: list[dict[str, Any]], *, earlier: list[dict] | None = No
             messages.insert(asked, {"role": "system", "content": row["recalled"]})
             asked = None
             if earlier is not None:
-                earlier.extend(_recalled_refs(row.get("memory_trace")))
+                earlier.extend(block_refs(row.get("memory_trace")))
         calls = _normalized_calls(row["tool_calls"])
         results: dict[str, dict] = {}
         while index < len(rows) and rows[index]["role"] == Message.Role.TOOL:
@@ -377,25 +378,6 @@ def render_window(rows: list[dict[str, Any]], *, earlier: list[dict] | None = No
         elif row["content"]:
             messages.append({"role": "assistant", "content": row["content"]})
     return messages
-
-
-def _recalled_refs(trace: object) -> list[dict]:
-    """The passages a reply's own recalled block quoted (its memory record's ``recalled``
-    records, those of earlier blocks left out)."""
-    carried = trace.get("carried") if isinstance(trace, dict) else None
-    items = carried if isinstance(carried, list) else []
-    return [
-        item
-        for item in items
-        if isinstance(item, dict) and item.get("kind") == "recalled" and not item.get("earlier")
-    ]
-
-
-def _has_block(window: list[dict]) -> bool:
-    """Whether the user's latest message in the window has its recalled block already (the
-    window ends with its reply: what ``inspect_context`` reads between two turns)."""
-    users = [index for index, message in enumerate(window) if message["role"] == "user"]
-    return bool(users) and users[-1] > 0 and window[users[-1] - 1]["role"] == "system"
 
 
 def _normalized_calls(raw: object) -> list[dict]:

@@ -54,6 +54,55 @@ RECALLED_TOKENS_LEAN = 900
 RECALLED_KEPT_TOKENS = 1200
 
 
+def window_recalled(
+    session: Session,
+    active_topic_id: int,
+    window: list[dict],
+    query: str,
+    *,
+    tool: bool,
+    carried: list[dict],
+    earlier: list[dict],
+) -> tuple[list[str], str]:
+    """A request's recalled blocks: the earlier turns' that the window keeps in place (their
+    passages, ``earlier``, added to ``carried`` marked as such, so the next turn tells them
+    from its own), and this turn's new one for ``query``, empty when the window's latest
+    question has its block already or nothing new is found."""
+    carried.extend({**ref, "earlier": True} for ref in earlier)
+    kept = [message["content"] for message in window if message["role"] == "system"]
+    if _has_block(window):
+        return kept, ""
+    recalled = recalled_text(
+        session,
+        active_topic_id,
+        query,
+        tool=tool,
+        carried=carried,
+        earlier=earlier,
+        kept_tokens=sum(estimate_tokens(block) for block in kept),
+    )
+    return kept, recalled
+
+
+def block_refs(trace: object) -> list[dict]:
+    """The passages a reply's own recalled block quoted (its memory record's ``recalled``
+    records, those of earlier blocks left out)."""
+    carried = trace.get("carried") if isinstance(trace, dict) else None
+    items = carried if isinstance(carried, list) else []
+    return [
+        item
+        for item in items
+        if isinstance(item, dict) and item.get("kind") == "recalled" and not item.get("earlier")
+    ]
+
+
+def _has_block(window: list[dict]) -> bool:
+    """Whether the user's latest message in the window has its recalled block already (the
+    window ends with its reply: what ``inspect_context`` reads between two turns)."""
+    users = [index for index, message in enumerate(window) if message["role"] == "user"]
+    return bool(users) and users[-1] > 0 and window[users[-1] - 1]["role"] == "system"
+
+
 def recalled_text(
     session: Session,
     active_topic_id: int,
