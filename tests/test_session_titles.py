@@ -171,12 +171,7 @@ def test_the_session_title_settles_while_the_subject_goes_on_offline(session):
         ("user", "And a lock, which one for the station?"),
         ("assistant", "A D-lock plus a cable for the front wheel."),
     ]
-    titles = []
-    topic = session.active_topic()
-    for end in range(2, len(lines) + 1, 2):
-        converse(session, lines[end - 2 : end])
-        do_summarize_topic(topic_id=topic.pk, reason="refresh")
-        titles.append((end, shown(session)))
+    titles = titles_while_conversing(session, lines)
     after = [title for end, title in titles if end >= 6]
     assert sum(1 for a, b in zip(after, after[1:], strict=False) if a != b) <= 1, titles
     assert "bike" in titles[-1][1].lower(), titles
@@ -188,13 +183,7 @@ def test_a_model_that_renames_the_subject_every_time_leaves_the_session_title_se
     names = ["Used road bike", "Buying a commuter bike", "Road bike for commuting"]
     for index in range(8):
         fake_openai.reply_json(summary_answer(title=names[index % 3], summary="A road bike."))
-    titles = []
-    topic = session.active_topic()
-    lines = GREETING_THEN_BIKE["en"] * 2
-    for end in range(2, len(lines) + 1, 2):
-        converse(session, lines[end - 2 : end])
-        do_summarize_topic(topic_id=topic.pk, reason="refresh")
-        titles.append((end, shown(session)))
+    titles = titles_while_conversing(session, GREETING_THEN_BIKE["en"] * 2)
     after = [title for end, title in titles if end >= 6]
     assert sum(1 for a, b in zip(after, after[1:], strict=False) if a != b) <= 1, titles
 
@@ -202,3 +191,15 @@ def test_a_model_that_renames_the_subject_every_time_leaves_the_session_title_se
 def test_the_offline_title_of_a_topic_skips_the_greeting():
     found = gist(["Hello!", "I need a recipe for banana bread.", "Can I add walnuts to it?"])
     assert "banana bread" in found.title.lower(), found
+
+
+def titles_while_conversing(session, lines: list) -> list[tuple[int, str]]:
+    """The session's shown title after every exchange of ``lines``, each refreshed as the
+    summarizer refreshes it: (messages so far, title)."""
+    titles = []
+    topic = session.active_topic()
+    for end in range(2, len(lines) + 1, 2):
+        converse(session, lines[end - 2 : end])
+        do_summarize_topic(topic_id=topic.pk, reason="refresh")
+        titles.append((end, shown(session)))
+    return titles

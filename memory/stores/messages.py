@@ -67,37 +67,36 @@ def topic_page(topic: Topic, *, before: int | None = None, limit: int) -> list[M
     return list(reversed(messages[:limit]))
 
 
+def _conversation_count(owner: str) -> Subquery:
+    """The conversation messages (what the thread shows) of the outer row, a topic or a
+    session (``owner``), counted in one subquery."""
+    return Subquery(
+        Message.objects.conversation()
+        .filter(**{owner: OuterRef("pk")})
+        .order_by()
+        .values(owner)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+
+
 def with_list_fields(sessions: QuerySet[Session]) -> QuerySet[Session]:
     """Sessions with what every list of them shows, the chat's sidebar and admin's alike:
     ``main_topic_title`` (the title people see when the session has none of its own:
     :func:`shown_session_title`) and ``shown_messages``, the messages the thread shows
     (the conversation: no tool calls or results, no error records)."""
-    held = (
-        Message.objects.conversation()
-        .filter(topic=OuterRef("pk"))
-        .order_by()
-        .values("topic")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    held = _conversation_count("topic")
     main_title = (
         Topic.objects.filter(session=OuterRef("pk"))
         .exclude(title="")
-        .annotate(held=Coalesce(Subquery(held), 0))
+        .annotate(held=Coalesce(held, 0))
         .order_by("-held", "created_at", "pk")
         .values("title")
     )
-    shown = (
-        Message.objects.conversation()
-        .filter(session=OuterRef("pk"))
-        .order_by()
-        .values("session")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    shown = _conversation_count("session")
     return sessions.annotate(
         main_topic_title=Subquery(main_title[:1]),
-        shown_messages=Coalesce(Subquery(shown), 0),
+        shown_messages=Coalesce(shown, 0),
     )
 
 
