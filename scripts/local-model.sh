@@ -157,9 +157,12 @@ serve() {
     # --no-repack: on CPUs with AMX (this machine's), the repacked weights' kernels crash
     # with a general protection fault right after the model loads (the VM may not enable
     # AMX tiles); without repacking the server runs.
+    # Two servers started at once (one per port) must share one key: each writes its own
+    # file, and only the first link to api-key wins (ln never replaces a file).
     if [ ! -s "$DIR/api-key" ]; then
-        (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$DIR/api-key.tmp")
-        mv "$DIR/api-key.tmp" "$DIR/api-key"
+        (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$DIR/api-key.$$")
+        ln "$DIR/api-key.$$" "$DIR/api-key" 2>/dev/null || true
+        rm -f "$DIR/api-key.$$"
     fi
     # --cors-origins: an origin no page has, so browsers refuse every cross-origin answer.
     exec "$BIN" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -t "$THREADS" \

@@ -57,3 +57,28 @@ def test_the_key_is_kept_from_one_start_to_the_next(tmp_path):
     serve_options(tmp_path)
 
     assert (tmp_path / "api-key").read_text() == first
+
+
+def test_servers_started_at_once_share_one_key(tmp_path):
+    """Two servers started together (one per port, as the benches run them) once each wrote
+    its own key over the other's, so the first refused every request with the key left."""
+    binary = tmp_path / "bin" / "llama-server"
+    binary.parent.mkdir()
+    # The stand-in reads the key as the real server does, when it starts.
+    binary.write_text(f'#!/bin/sh\ncat "{tmp_path}/api-key" > "{tmp_path}/seen.$$"\n')
+    binary.chmod(0o755)
+    (tmp_path / "model.gguf").write_bytes(b"stand-in")
+    env = {**os.environ, "LOCAL_MODEL_DIR": str(tmp_path)}
+    starts = [
+        subprocess.Popen(
+            ["bash", str(ROOT / "scripts" / "local-model.sh"), "serve"],
+            env={**env, "LOCAL_MODEL_PORT": str(18500 + number)},
+        )
+        for number in range(4)
+    ]
+    assert [start.wait(timeout=60) for start in starts] == [0, 0, 0, 0]
+
+    key = (tmp_path / "api-key").read_text()
+    seen = [path.read_text() for path in tmp_path.glob("seen.*")]
+    assert len(seen) == 4 and set(seen) == {key}
+    assert sorted(path.name for path in tmp_path.iterdir() if "api-key" in path.name) == ["api-key"]
