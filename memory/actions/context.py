@@ -36,12 +36,10 @@ leading results whose call fell outside the window are dropped, and calls that h
 stored result are removed from their assistant message (which is dropped if nothing is
 left), so the request is always valid.
 
-Assembly runs a constant number of queries whatever the history size: the session's
-topics (the active one's row with its notes, the durable facts and the session's drift
-result), the window (a count and a LIMIT on the ``(topic, -seq)`` index), persistent memory
-(served from the cache when the scope is unchanged; see memory/stores/persistent.py for how
-this session's own topics appear), and recall's bounded reads (memory/actions/recalled.py).
-The session and its agent are the caller's, read for the request.
+Assembly runs a constant number of queries whatever the history size: the session's topics
+(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index, with
+a count), persistent memory (from the cache when the scope is unchanged; see
+memory/stores/persistent.py), and recall's. The session and its agent are the caller's.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Case, Count, JSONField, OuterRef, Q, Subquery, TextField, When
+from django.db.models import Case, Count, F, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
 from memory.actions.recalled import block_refs, window_recalled
@@ -173,10 +171,7 @@ def assemble_context(
     carries no tools at all (memory/llm/shape.py), and the stable prefix never
     lists them, so both shapes share it.
     """
-    # The caller read the session and its agent for this request (the socket's frame, the
-    # REST view); its drift result comes afresh with the topics (the pipeline may have
-    # written it in another process since), so the session is not read again.
-    active, prior = _session_topics(session)  # with the notes, facts and drift result
+    active, prior = _session_topics(session)  # with notes, facts, drift result read afresh
     earlier: list[dict] = []  # the passages of the earlier turns' blocks the window keeps
     window, span = trailing_window(
         topic_id=active["pk"],
@@ -261,12 +256,7 @@ def _request_messages(
 
 
 def _stable_layer(
-    session: Session,
-    tools: list[dict],
-    shape: TurnShape,
-    memory_text: str,
-    facts_text: str,
-    drift: str,
+    session: Session, tools: list[dict], shape: TurnShape, memory_text: str, facts: str, drift: str
 ) -> ContextLayer:
     """The stable prefix: who the agent is, its skills and tools, memory, facts, drift."""
     agent = session.agent
@@ -276,7 +266,7 @@ def _stable_layer(
         skills=section("Skills", agent.skills.strip()),
         tools=section("Tools", _tools_text(tools)) if shape.profile.tools_reliable else "",
         persistent_memory=memory_text,
-        durable_facts=facts_text,
+        durable_facts=facts,
         drift_result=section("Drift detection", drift.strip()),
     )
 
@@ -469,8 +459,8 @@ def _quoted_section(title: str, intro: str, text: str) -> str:
 def _session_topics(session: Session) -> tuple[dict, list[dict]]:
     """The active topic and the earlier ones worth showing, in order; the active topic's
     row also carries its active notes, the scope's durable facts and the session's drift
-    result, read afresh (``notes_text``, ``facts``, ``provenance``, ``drift``), so a turn
-    reads all four in one statement."""
+    result, which the pipeline may have written since in another process (``notes_text``,
+    ``facts``, ``provenance``, ``drift``): one statement for all."""
 
     def on_active(query, field) -> Case:  # read for the active topic's row only
         return Case(When(is_active=True, then=Subquery(query)), default=None, output_field=field)
@@ -481,7 +471,6 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
         organization_id=session.agent.organization_id,
     )
     notes = Notes.objects.active().filter(topic_id=OuterRef("pk")).values("content")[:1]
-    drift = Session.objects.filter(pk=OuterRef("session_id"))
     rows = list(
         Topic.objects.filter(session_id=session.pk)
         .filter(Q(is_active=True) | ~Q(summary="") | Q(deprecated=True))
@@ -490,7 +479,7 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
             notes_text=on_active(notes, TextField()),
             facts=on_active(facts.values("data")[:1], JSONField()),
             provenance=on_active(facts.values("provenance")[:1], JSONField()),
-            drift=on_active(drift.values("drift_result")[:1], TextField()),
+            drift=Case(When(is_active=True, then=F("session__drift_result"))),
         )
         .order_by("created_at", "pk")
         .values(
