@@ -4,20 +4,20 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory.actions.context import assemble_context
-from memory.models import Agent, Message, Notes, Session
+from memory.models import Message, Notes, Session
 from memory.stores.facts import set_fact
 from memory.stores.notes import append_notes
 from memory.stores.persistent import invalidate_persistent_memory
 from tests.memory_builders import add_messages, add_tool_round, add_topic
 
-# session+agent, topics (with the active one's notes and the facts), window (its rows with
-# the topic's count), memory
-# (miss), and recall's for the latest message (memory/stores/recall/query.py): its statement
-# timeout, the messages with their topics and sessions (one statement, whatever the words),
-# the topics, the notes, the exchanges of its hits; recall by meaning
+# topics (with the active one's notes, the facts and the drift result; the session and its
+# agent are the caller's), window (its rows with the topic's count), memory (miss), and
+# recall's for the latest message (memory/stores/recall/query.py): its statement timeout,
+# the messages with their topics and sessions (one statement, whatever the words), the
+# topics, the notes, the exchanges of its hits; recall by meaning
 # (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages;
 # and, inside a test's transaction, a savepoint, its release and the timeout set back
-MAX_QUERIES = 14
+MAX_QUERIES = 13
 
 
 def count_queries(session) -> tuple[int, int]:
@@ -64,7 +64,8 @@ def grow_history(session, *, topics: int, messages: int) -> None:
 def test_assembly_runs_the_same_number_of_queries_at_10_and_at_2000_messages(
     session, django_assert_max_num_queries
 ):
-    Agent.objects.filter(pk=session.agent_id).update(memory_token_budget=200)
+    session.agent.memory_token_budget = 200  # the agent assembly reads: the session's own
+    session.agent.save(update_fields=["memory_token_budget"])
     earlier = add_topic(session, title="Earlier", summary="An earlier subject.")
     add_messages(session, 4, topic=earlier)  # one past topic: recall has something to rank
     add_messages(session, 10)

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from memory.actions.tools import ACCESS_ENDED_ERROR, dispatch_tool_calls
 from memory.actions.turn import do_send_message
 from memory.llm import ToolCall
-from memory.models import Message, Session, Topic
+from memory.models import Message, Session, SessionUnreachable, Topic
 from memory.stores.facts import read_facts, set_fact
 from memory.stores.notes import append_notes
 
@@ -175,3 +175,44 @@ def test_a_turn_stops_asking_the_model_once_its_user_lost_access(
     assert list(session.messages.values_list("role", flat=True))[-2:] == ["user", "error"]
     assert result.reply is None and "no longer have access" in result.error.content
     assert read_facts(user=alice, agent=agent) == {"city": "Lyon"}
+
+
+def lose_access(how: str, alice, organization) -> None:
+    if how == "removed":
+        organization.members.remove(alice)
+    else:
+        alice.is_active = False
+        alice.save(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize("how", ["removed", "deactivated"])
+def test_a_reply_is_not_stored_once_its_user_lost_access(
+    scope, alice, organization, fake_openai, how
+):
+    """Removed or deactivated while the model answered: the statement that would store the
+    reply finds the session out of reach, so only the error record stays."""
+    session, _ = scope
+    fake_openai.reply_text("a reply nobody may read")
+    lose_access(how, alice, organization)
+
+    result = do_send_message(session=session, content="hello again")
+
+    assert result.reply is None and "no longer have access" in result.error.content
+    assert list(session.messages.values_list("role", flat=True))[-2:] == ["user", "error"]
+    assert not session.messages.filter(content="a reply nobody may read").exists()
+
+
+@pytest.mark.parametrize("how", ["removed", "deactivated"])
+def test_a_message_stored_for_a_reachable_session_only_is_refused_once_out_of_reach(
+    scope, alice, organization, how
+):
+    session, _ = scope
+    kept = session.append_message(role=Message.Role.ASSISTANT, content="in", reachable=True)
+    assert kept.seq == session.message_count
+    lose_access(how, alice, organization)
+
+    with pytest.raises(SessionUnreachable):
+        session.append_message(role=Message.Role.ASSISTANT, content="out", reachable=True)
+
+    assert session.messages.count() == kept.seq == session.message_count
+    assert session.append_message(role=Message.Role.ERROR, content="still recorded").pk

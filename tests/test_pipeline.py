@@ -249,3 +249,28 @@ def test_the_heartbeat_fires_every_ten_conversation_messages_at_constant_cost_at
     assert (
         session.conversation_count == Message.objects.filter(session=session).conversation().count()
     )
+
+
+# The lease (take, give back), the active topic with its session and agent, its history,
+# the messages' vectors stored, the notes; under the lock the session, the topic, the
+# history's ids and the notes confirmed, the summary and the evaluated mark stored; the
+# topics' vectors read and stored. The summary is prepared from what the evaluation read.
+REFRESH_STATEMENTS = 14
+
+
+def test_a_refresh_reads_the_topic_and_its_history_once(session, fake_openai):
+    converse(session, SUBJECT_A)
+    fake_openai.reply_json(summary_answer(title="Balcony garden", keep=False))
+
+    with CaptureQueriesContext(connection) as captured:
+        outcome = evaluate(session)
+
+    sent = [
+        query["sql"]
+        for query in captured.captured_queries
+        if query["sql"] not in ("BEGIN", "COMMIT")
+        and not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))
+    ]
+    assert outcome.action == "refreshed"
+    assert len(sent) <= REFRESH_STATEMENTS, "\n".join(sql[:120] for sql in sent)
+    assert session.topics.get().title == "Balcony garden"

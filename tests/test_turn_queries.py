@@ -13,10 +13,11 @@ from memory.models import Message, Session, Topic
 from tests.test_recall import KYOTO, past_topic
 
 # The turn's leases (one statement to take, one to give back), the question stored (the
-# session's count, the INSERT that reads the active topic), the context (the session, its
-# topics, the window, recall's timeout and its five reads, the exchanges), the access
-# asked again, the reply stored (two statements).
-TURN_STATEMENTS = 17
+# session's count, the INSERT that reads the active topic), the context (the session's
+# topics with its drift result, the window, recall's timeout and its five reads, the
+# exchanges; the session and its agent are the caller's), the reply stored (the session's
+# count, which asks again whether its user may still reach it, and the INSERT).
+TURN_STATEMENTS = 15
 
 
 def statements(captured) -> list[str]:

@@ -36,10 +36,10 @@ leading results whose call fell outside the window are dropped, and calls that h
 stored result are removed from their assistant message (which is dropped if nothing is
 left), so the request is always valid.
 
-Assembly runs a constant number of queries whatever the history size: the session with
-its agent, the session's topics, the window (a count and a LIMIT on the ``(topic, -seq)``
-index), the notes, the facts, and persistent memory (served from the cache when the scope is
-unchanged; see memory/stores/persistent.py for how this session's own topics appear).
+Assembly runs a constant number of queries whatever the history size: the session's topics
+(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index, with
+a count), persistent memory (from the cache when the scope is unchanged; see
+memory/stores/persistent.py), and recall's. The session and its agent are the caller's.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Case, Count, JSONField, OuterRef, Q, Subquery, TextField, When
+from django.db.models import Case, Count, F, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
 from memory.actions.recalled import block_refs, window_recalled
@@ -171,9 +171,7 @@ def assemble_context(
     carries no tools at all (memory/llm/shape.py), and the stable prefix never
     lists them, so both shapes share it.
     """
-    # Fresh: the pipeline may have written drift_result in another process.
-    session = Session.objects.select_related("agent").get(pk=session.pk)
-    active, prior = _session_topics(session)  # with the notes and facts the turn reads
+    active, prior = _session_topics(session)  # with notes, facts, drift result read afresh
     earlier: list[dict] = []  # the passages of the earlier turns' blocks the window keeps
     window, span = trailing_window(
         topic_id=active["pk"],
@@ -187,7 +185,7 @@ def assemble_context(
     carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
     facts_text = _facts_text(active["facts"], active["provenance"], carried)
 
-    stable = _stable_layer(session, tools, shape, memory.text, facts_text)
+    stable = _stable_layer(session, tools, shape, memory.text, facts_text, active["drift"])
     prior_text, prior_dropped = _prior_topics(prior)
     notes = active["notes_text"] or ""
     if notes.strip():
@@ -258,7 +256,7 @@ def _request_messages(
 
 
 def _stable_layer(
-    session: Session, tools: list[dict], shape: TurnShape, memory_text: str, facts_text: str
+    session: Session, tools: list[dict], shape: TurnShape, memory_text: str, facts: str, drift: str
 ) -> ContextLayer:
     """The stable prefix: who the agent is, its skills and tools, memory, facts, drift."""
     agent = session.agent
@@ -268,8 +266,8 @@ def _stable_layer(
         skills=section("Skills", agent.skills.strip()),
         tools=section("Tools", _tools_text(tools)) if shape.profile.tools_reliable else "",
         persistent_memory=memory_text,
-        durable_facts=facts_text,
-        drift_result=section("Drift detection", session.drift_result.strip()),
+        durable_facts=facts,
+        drift_result=section("Drift detection", drift.strip()),
     )
 
 
@@ -460,8 +458,9 @@ def _quoted_section(title: str, intro: str, text: str) -> str:
 
 def _session_topics(session: Session) -> tuple[dict, list[dict]]:
     """The active topic and the earlier ones worth showing, in order; the active topic's
-    row also carries its active notes and the scope's durable facts (``notes_text``,
-    ``facts``, ``provenance``), so a turn reads all three in one statement."""
+    row also carries its active notes, the scope's durable facts and the session's drift
+    result, which the pipeline may have written since in another process (``notes_text``,
+    ``facts``, ``provenance``, ``drift``): one statement for all."""
 
     def on_active(query, field) -> Case:  # read for the active topic's row only
         return Case(When(is_active=True, then=Subquery(query)), default=None, output_field=field)
@@ -480,6 +479,7 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
             notes_text=on_active(notes, TextField()),
             facts=on_active(facts.values("data")[:1], JSONField()),
             provenance=on_active(facts.values("provenance")[:1], JSONField()),
+            drift=Case(When(is_active=True, then=F("session__drift_result"))),
         )
         .order_by("created_at", "pk")
         .values(
@@ -493,6 +493,7 @@ def _session_topics(session: Session) -> tuple[dict, list[dict]]:
             "notes_text",
             "facts",
             "provenance",
+            "drift",
         )
     )
     active = next((row for row in rows if row["is_active"]), None)

@@ -107,7 +107,9 @@ def evaluate_session(
 
 
 def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationOutcome:
-    topic = Topic.objects.filter(session_id=session_id, is_active=True).first()
+    # With its session and agent: the detector's and the summary's model are theirs.
+    active = Topic.objects.filter(session_id=session_id, is_active=True)
+    topic = active.select_related("session__agent").first()
     if topic is None:
         return EvaluationOutcome("skipped", "no such session")
     history = topic_history(topic)
@@ -125,7 +127,7 @@ def _evaluate(*, session_id: int, detector: DriftDetector | None) -> EvaluationO
     if active.pk != topic.pk:  # forked: the new subject is judged, its summary waits
         _store_topic_vectors(session_id)
         return EvaluationOutcome("forked", "; ".join(reasons), topic.pk, active.pk)
-    _refresh(topic=topic, through_seq=history[-1].seq)
+    _refresh(topic=topic, history=history)
     _store_topic_vectors(session_id)
     return EvaluationOutcome("refreshed", reasons[-1], topic.pk)
 
@@ -176,14 +178,26 @@ def fork_while_drifting(
     return topic, reasons
 
 
-def _refresh(*, topic: Topic, through_seq: int) -> None:
+def _refresh(*, topic: Topic, history: list[Message]) -> None:
     """No drift: regenerate title, summary and flag in place, and mark the topic evaluated
     through the last message the detector saw (a later one gets evaluated next time).
+    The first summary is prepared from the topic and ``history`` the evaluation read (the
+    commit confirms them under the lock: grown since is fine, changed otherwise prepares
+    again, from a fresh read).
 
     The session's drift result is left as it is: it sits in the stable prefix, and a
     refresh that found no new subject must not invalidate the provider's cache of
     everything after it. Only a fork (memory/actions/fork.py) or a new topic changes it."""
-    topic_id, session_id = topic.pk, topic.session_id
+    topic_id, session_id, through_seq = topic.pk, topic.session_id, history[-1].seq
+    first: list[tuple[Topic, list[Message]]] = [(topic, history)]
+
+    def prepare() -> PreparedSummary:
+        if first:
+            read, messages = first.pop()
+            return prepare_summary(topic=read, messages=messages)
+        return prepare_summary(
+            topic=Topic.objects.select_related("session__agent").get(pk=topic_id)
+        )
 
     def commit(prepared: PreparedSummary | None, accept_stale: bool) -> Topic:
         with transaction.atomic():
@@ -207,4 +221,4 @@ def _refresh(*, topic: Topic, through_seq: int) -> None:
         return topic
 
     # The model call happens before the topic row is locked (memory/actions/summarize.py).
-    with_fresh_summary(lambda: prepare_summary(topic=Topic.objects.get(pk=topic_id)), commit)
+    with_fresh_summary(prepare, commit)

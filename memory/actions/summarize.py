@@ -399,9 +399,13 @@ def parse_summary_answer(answer: object) -> tuple[str, str, bool]:
 # --- prepare with no lock, confirm under it -----------------------------------------------
 
 
-def prepare_summary(*, topic: Topic, before_seq: int | None = None) -> PreparedSummary:
-    """Summarize the topic's history (up to ``before_seq``) and its notes, with no lock held."""
-    messages = topic_history(topic, before_seq=before_seq)
+def prepare_summary(
+    *, topic: Topic, before_seq: int | None = None, messages: list[Message] | None = None
+) -> PreparedSummary:
+    """Summarize the topic's history (up to ``before_seq``) and its notes, with no lock held;
+    ``messages``: that history, when the caller has just read it."""
+    if messages is None:
+        messages = topic_history(topic, before_seq=before_seq)
     notes = read_notes(topic_id=topic.pk)
     summary = generate_summary(messages=messages, notes=notes, topic=topic, before_seq=before_seq)
     return PreparedSummary(

@@ -61,7 +61,7 @@ from memory.lib.tool_words import describe_tool_result
 from memory.lib.validation import check_message_content
 from memory.llm import ChatModel, Completion, LLMError, ToolCall, Usage, get_chat_model
 from memory.llm.pump import Pump
-from memory.models import FactActor, Message, Session, Topic
+from memory.models import FactActor, Message, Session, SessionUnreachable, Topic
 from memory.stores import leases, stops
 from memory.stores.messages import store_message
 from memory.text.commands import MemoryCommand, parse_memory_command
@@ -332,14 +332,13 @@ def _converse(
             tools = []  # the last request: the model answers from what it has
         completion, tools = _ask(model, messages, tools, session, result.turn_id, stop)
         result.add_usage(completion.usage)
-        # Asked again before anything of the answer is stored: the user may have been
-        # removed while it streamed. Only an error record then stays (AccessEnded), in a
-        # session its removed user can no longer open.
-        if not session.still_reachable():
-            raise AccessEnded()
+        # Whatever of the answer is stored next is stored only while its user may still
+        # reach the session (_store_answer): they may have been removed while it streamed.
+        # Only an error record then stays (AccessEnded), in a session its removed user can
+        # no longer open.
         if stop.requested():  # what had streamed is the reply (any tool call is dropped)
             result.stopped = True
-            result.reply = _store(
+            result.reply = _store_answer(
                 session,
                 role=Message.Role.ASSISTANT,
                 content=completion.content,
@@ -351,7 +350,7 @@ def _converse(
             )
             return
         if not completion.tool_calls or not tools:
-            result.reply = _store(
+            result.reply = _store_answer(
                 session,
                 role=Message.Role.ASSISTANT,
                 content=_reply_text(completion, after_tools=round_number > 0),
@@ -361,7 +360,7 @@ def _converse(
                 **_usage(completion),
             )
             return
-        call_message = _store(
+        call_message = _store_answer(
             session,
             role=Message.Role.ASSISTANT,
             content=completion.content,
@@ -532,6 +531,16 @@ def _store(session: Session, **fields) -> Message:
     message = store_message(session=session, **fields)
     _note_stored(session, [message])
     return message
+
+
+def _store_answer(session: Session, **fields) -> Message:
+    """Store what the model answered, only while the session's user may still reach it:
+    asked by the statement that stores it (``Session.append_message``'s ``reachable``),
+    so the check costs no round trip of its own. AccessEnded, nothing stored, otherwise."""
+    try:
+        return _store(session, reachable=True, **fields)
+    except SessionUnreachable as err:
+        raise AccessEnded() from err
 
 
 def _note_stored(session: Session, messages: list[Message]) -> None:

@@ -24,6 +24,7 @@ from memory.models.conversation import (
     NotesQuerySet,
     Session,
     SessionQuerySet,
+    SessionUnreachable,
     Topic,
     TopicQuerySet,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Preferences",
     "Session",
     "SessionQuerySet",
+    "SessionUnreachable",
     "Topic",
     "TopicQuerySet",
     "validate_mcp_server_names",

@@ -131,7 +131,9 @@ class Session(models.Model):
         for work that outlives the request that started it (a turn's rounds and tools)."""
         return Session.objects.owned_by(self.user).filter(pk=self.pk).exists()
 
-    def append_message(self, *, topic: Topic | None = None, **fields) -> Message:
+    def append_message(
+        self, *, topic: Topic | None = None, reachable: bool = False, **fields
+    ) -> Message:
         """Add a message at the end of the session, in the active topic by default.
 
         The session row is locked while the sequence number is taken, so concurrent
@@ -140,6 +142,10 @@ class Session(models.Model):
         heartbeat costs the same at any session length); ``self.message_count`` and
         ``self.conversation_count`` are the session's counts once it is stored. The INSERT
         reads the active topic itself: two statements in all.
+
+        ``reachable``: stored only while its user may still reach the session (what
+        ``still_reachable`` asks, asked by the statement that counts it, so the check
+        costs no round trip of its own); SessionUnreachable, nothing stored, otherwise.
         """
         message = Message(session=self, **fields)
         with transaction.atomic():
@@ -147,7 +153,9 @@ class Session(models.Model):
             # first, so the active topic the INSERT reads (a statement of its own, so a
             # snapshot taken once the lock is held) cannot change under us.
             self.message_count, self.conversation_count = _count_message(
-                self.pk, conversation=message.is_conversation
+                self.pk,
+                conversation=message.is_conversation,
+                owner=self.user if reachable else None,
             )
             message.seq = self.message_count
             if topic is not None:
@@ -182,22 +190,37 @@ def _insert_in_active_topic(message: Message) -> None:
     message._state.db = router.db_for_write(Message)
 
 
-def _count_message(session_id: int, *, conversation: bool) -> tuple[int, int]:
+class SessionUnreachable(Exception):
+    """The session is gone, or its user may no longer reach it (``owned_by``'s rule):
+    nothing was stored."""
+
+
+def _count_message(session_id: int, *, conversation: bool, owner=None) -> tuple[int, int]:
     """Count one more message (and conversation message) on the session row, returning
-    the new counts, in one round trip (PostgreSQL and SQLite 3.35+ both have RETURNING)."""
+    the new counts, in one round trip (PostgreSQL and SQLite 3.35+ both have RETURNING).
+    With ``owner`` (the session's user), only while ``Session.objects.owned_by(owner)``
+    still finds the session, its rule spelled by that query itself."""
     table, quote = Session._meta.db_table, connection.ops.quote_name
+    reachable, reachable_params = "", []
+    if owner is not None:
+        owned = Session.objects.owned_by(owner).filter(pk=session_id).order_by().values("pk")
+        sql, reachable_params = owned.query.sql_with_params()
+        reachable = f" AND id IN ({sql})"
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {quote(table)} SET message_count = message_count + 1, "
             f"conversation_count = conversation_count + %s, updated_at = %s "
-            f"WHERE id = %s RETURNING message_count, conversation_count",
+            f"WHERE id = %s{reachable} RETURNING message_count, conversation_count",
             [
                 1 if conversation else 0,
                 connection.ops.adapt_datetimefield_value(timezone.now()),
                 session_id,
+                *reachable_params,
             ],
         )
         row = cursor.fetchone()
+    if row is None and owner is not None:
+        raise SessionUnreachable(f"session {session_id} is gone or out of its user's reach")
     if row is None:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
     return row[0], row[1]
