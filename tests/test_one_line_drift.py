@@ -3,7 +3,9 @@ answers forks less than it did on each new question, and a switch in such a talk
 found. (It still forks: docs/measurements.md, "one-line replies", says how often.)
 Since issue 46's third round an unannounced switch in a line that names a subject word or
 two, or in a young topic, needs two cues to agree (memory/drift/semantic.py,
-``OPENING_*``), and announced switches still fork at once.
+``OPENING_*``), and announced switches still fork at once. Since its fourth round a
+terse unannounced line in the last exchange waits for the next message
+(``UNCONFIRMED_PENALTY``).
 
 Every question of such a talk brings new words, which the word cues read as a new
 subject; the semantic detector weighs them against the conversation's usual ones and
@@ -141,6 +143,12 @@ def packaged_encoder():
     use_encoder(None)
 
 
+#: The detector of issue 46's first round (one-line replies read as any others) and of its
+#: second (one cue may fork a one-line talk): neither held an unconfirmed line back.
+FIRST_ROUND = {"one_line": False, "unconfirmed_penalty": None}
+SECOND_ROUND = {"agreement": False, "unconfirmed_penalty": None, "short_centre": 0.325}
+
+
 def forks(lines: list[str], detector: SemanticDetector) -> list[int]:
     """Where the fork loop forks, checked every 10 messages and when the user leaves."""
     turns = [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
@@ -160,7 +168,7 @@ def forks(lines: list[str], detector: SemanticDetector) -> list[int]:
 
 @pytest.mark.parametrize("lines", [STARTER, TELESCOPE], ids=["en", "fr"])
 def test_a_talk_of_one_line_replies_on_one_subject_forks_at_most_half_as_often(lines):
-    before = forks(lines, SemanticDetector(one_line=False))  # replies read as any others
+    before = forks(lines, SemanticDetector(**FIRST_ROUND))  # replies read as any others
     now = forks(lines, SemanticDetector())
     assert len(before) >= 5
     assert len(now) <= len(before) // 2, (before, now)
@@ -181,14 +189,14 @@ ONE_SUBJECT = {"en": STARTER, "fr": TELESCOPE, "de": KNITTING, "es": ORCHID}
 def test_short_follow_ups_far_from_their_window_but_not_from_the_opening_do_not_fork():
     """Knitting: "Meine Maschen sind viel zu fest.", "Wie kette ich ab?" bring new words and
     lie far from the lines around them, not from "Ich möchte stricken lernen"."""
-    assert forks(KNITTING, SemanticDetector(agreement=False))  # one cue alone forked it
+    assert forks(KNITTING, SemanticDetector(**SECOND_ROUND))  # one cue alone forked it
     assert forks(KNITTING, SemanticDetector()) == []
 
 
 def test_single_subject_one_line_talks_fork_at_most_once_and_less_than_on_one_cue():
     now = {lang: forks(lines, SemanticDetector()) for lang, lines in ONE_SUBJECT.items()}
     one_cue = {
-        lang: forks(lines, SemanticDetector(agreement=False)) for lang, lines in ONE_SUBJECT.items()
+        lang: forks(lines, SemanticDetector(**SECOND_ROUND)) for lang, lines in ONE_SUBJECT.items()
     }
     assert all(len(found) <= 1 for found in now.values()), now
     assert sum(map(len, now.values())) < sum(map(len, one_cue.values())), (now, one_cue)
@@ -201,3 +209,26 @@ def test_an_unannounced_switch_named_in_a_full_question_still_forks(lines):
 
 def test_an_announced_switch_in_a_one_line_talk_forks_at_once():
     assert forks(KNITTING_THEN_ANNOUNCED, SemanticDetector()) == [10]
+
+
+def turns_of(lines: list[str]) -> list[Turn]:
+    return [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
+
+
+SCALE = ["Do I need a scale?", "Yes, a kitchen scale makes it reliable."]
+
+
+@pytest.mark.parametrize("cut", [8, 12, 16])
+def test_a_terse_line_in_the_last_exchange_waits_for_the_next_message(cut):
+    """A terse "Do I need a scale?" lies far from the starter in meaning; alone at the end of the
+    thread it forked (the third round), now it waits until a message follows it."""
+    thread = turns_of(STARTER[:cut] + SCALE)
+    third_round = SemanticDetector(unconfirmed_penalty=None, short_centre=0.325)
+    assert third_round.detect(thread, scan_back=10).start == cut
+    assert not SemanticDetector().detect(thread, scan_back=10).drifted
+
+
+@pytest.mark.parametrize("cut", [8, 12, 16])
+def test_a_line_that_names_its_subject_forks_in_the_last_exchange(cut):
+    thread = turns_of(STARTER[:cut] + ["Cheap flights to Rome?", "Midweek in February."])
+    assert SemanticDetector().detect(thread, scan_back=10).start == cut
