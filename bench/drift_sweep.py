@@ -4,7 +4,7 @@ switches found and false forks on a tune file as it is and with every reply cut 
 first sentence, and the Pk on a public set beside each row (a set whose score must stay
 under a published one, not a set to fit).
 
-With ``--confirm`` it sweeps ``UNCONFIRMED_PENALTY`` and ``SHORT_CENTRE`` instead, on the
+With ``--confirm`` it sweeps ``UNCONFIRMED_PENALTY`` (and ``SHORT_CENTRE``) instead, on the
 tune file at heartbeats of 6 to 14 messages (switches found and false forks summed over
 the five): a rule chosen at one heartbeat alone fits where that heartbeat happens to fall
 in each dialogue (the third round forked once at 10 and 6 to 11 times at the others).
@@ -67,9 +67,7 @@ OPENING_GRID = [None] + [
 
 #: (penalty of an unconfirmed candidate, SHORT_CENTRE); None: the third round (no penalty,
 #: centre 0.325).
-CONFIRM_GRID = [None] + [
-    (penalty, centre) for penalty in (2.0, 3.0, 4.0) for centre in (0.325, 0.35, 0.375, 0.4)
-]
+CONFIRM_GRID = [None] + [(penalty, 0.325) for penalty in (1.0, 2.0, 3.0, 4.0, 6.0, 10.0)]
 #: Heartbeats the --confirm sweep sums over: even, so a check follows a reply, as in use.
 HEARTBEATS = (6, 8, 10, 12, 14)
 

@@ -74,7 +74,7 @@ ANCHOR = True
 #: settings that keep SuperDialseg's Pk under CSM's.
 SHORT_WINDOW = 4
 SHORT_WEIGHT = 8.0
-SHORT_CENTRE = 0.375  # 0.325 before unconfirmed lines waited (issue 46, fourth round)
+SHORT_CENTRE = 0.325
 SHORT_NORM = 1.0
 #: Turns of such a topic before a candidate below which the topic is young: its opening
 #: question and one-line answer are too little to compare the next one with by words.
@@ -98,14 +98,14 @@ OPENING_YOUNG_CENTRE = 0.275
 USUAL_NEEDS = 3
 USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
 #: An unannounced candidate in the thread's last exchange (no user turn after it yet) is
-#: unconfirmed: one message far from the topic is as often a detour the next message
-#: comes back from. Where the replies carry a subject (reliability at least 0.5) it forks
-#: only this many logit units over the line; with one-line replies a line that names at
-#: most ``SHORT_MESSAGE_TERMS`` subject words waits for the next message. Chosen on
-#: product-tune at heartbeats of 6 to 14 messages (``python -m bench.drift_sweep
-#: --confirm``): at 10 alone the third round's settings forked once in the 41
-#: single-subject dialogues, at the other four 6 to 11 times, nearly all in the last
-#: exchange; see docs/measurements.md.
+#: unconfirmed: one question far from the topic is as often a detour the next one comes
+#: back from. Where the replies carry a subject (reliability at least 0.5) it forks only
+#: this many logit units over the line. Chosen on product-tune at heartbeats of 6 to 14
+#: messages (``python -m bench.drift_sweep --confirm``): at 10 alone the third round's
+#: settings forked once in the 41 single-subject dialogues, at the other four 6 to 11 times,
+#: nearly all in the last exchange. Not applied to one-line replies: a wait there costs
+#: SuperDialseg's Pk its margin under CSM's, and buying it back by forking more elsewhere
+#: (SHORT_CENTRE 0.375) forked more on the test half; see docs/measurements.md.
 UNCONFIRMED_PENALTY = 3.0
 
 
@@ -244,20 +244,19 @@ class SemanticDetector(LexicalDetector):
 
     def _unconfirmed(self, turns: Sequence[Turn], margins: dict[int, float]) -> dict[int, float]:
         """Margins with an unannounced candidate of the last exchange held to more evidence
-        (:data:`UNCONFIRMED_PENALTY`): no message after it says yet whether the subject
-        stays away. Replies of a paragraph: it must clear the line by the penalty; one-line
-        replies: a terse line waits, one that names a subject of its own is judged as is."""
-        if self.unconfirmed_penalty is None or not has_real_roles(turns):
+        (:data:`UNCONFIRMED_PENALTY`) where the replies carry a subject: no question after
+        it says yet whether the subject stays away."""
+        if (
+            self.unconfirmed_penalty is None
+            or not has_real_roles(turns)
+            or reply_reliability(turns) < YOUNG_TOPIC_RELIABILITY
+        ):
             return margins
-        replies_say = reply_reliability(turns) >= YOUNG_TOPIC_RELIABILITY
         for index, margin in margins.items():
             text = turns[index].text
             if any(turn.role == "user" for turn in turns[index + 1 :]) or _announced(text):
                 continue
-            if replies_say:
-                margins[index] = max(margin - self.unconfirmed_penalty, UNANSWERED_MARGIN)
-            elif len(set(topic_terms(text))) <= self.message_terms:
-                margins[index] = min(margin, UNANSWERED_MARGIN)
+            margins[index] = max(margin - self.unconfirmed_penalty, UNANSWERED_MARGIN)
         return margins
 
     def _opening_margin(self, turns: Sequence[Turn], vectors: np.ndarray, index: int) -> float:
