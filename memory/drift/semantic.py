@@ -103,9 +103,11 @@ USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
 #: this many logit units over the line. Chosen on product-tune at heartbeats of 6 to 14
 #: messages (``python -m bench.drift_sweep --confirm``): at 10 alone the third round's
 #: settings forked once in the 41 single-subject dialogues, at the other four 6 to 11 times,
-#: nearly all in the last exchange. Not applied to one-line replies: a wait there costs
-#: SuperDialseg's Pk its margin under CSM's, and buying it back by forking more elsewhere
-#: (SHORT_CENTRE 0.375) forked more on the test half; see docs/measurements.md.
+#: nearly all in the last exchange; with this margin 18 in the five instead of 32, the same
+#: from 2 to 10 units, every one left in a one-line talk. Not applied to one-line replies:
+#: a wait there costs SuperDialseg's Pk its margin under CSM's, and buying it back by forking
+#: more elsewhere (SHORT_CENTRE 0.375) forked more on the test half; see
+#: docs/measurements.md.
 UNCONFIRMED_PENALTY = 3.0
 
 
