@@ -4,8 +4,14 @@ switches found and false forks on a tune file as it is and with every reply cut 
 first sentence, and the Pk on a public set beside each row (a set whose score must stay
 under a published one, not a set to fit).
 
+With ``--confirm`` it sweeps ``UNCONFIRMED_PENALTY`` (and ``SHORT_CENTRE``) instead, on the
+tune file at heartbeats of 6 to 14 messages (switches found and false forks summed over
+the five): a rule chosen at one heartbeat alone fits where that heartbeat happens to fall
+in each dialogue (the third round forked once at 10 and 6 to 11 times at the others).
+
     python -m bench.drift_sweep bench/data/product-tune.jsonl \
-        [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10] [--opening]
+        [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10] \
+        [--opening | --confirm]
 """
 
 from __future__ import annotations
@@ -59,12 +65,50 @@ OPENING_GRID = [None] + [
 ]
 
 
+#: (penalty of an unconfirmed candidate, SHORT_CENTRE); None: the third round (no penalty,
+#: centre 0.325).
+CONFIRM_GRID = [None] + [(penalty, 0.325) for penalty in (1.0, 2.0, 3.0, 4.0, 6.0, 10.0)]
+#: Heartbeats the --confirm sweep sums over: even, so a check follows a reply, as in use.
+HEARTBEATS = (6, 8, 10, 12, 14)
+
+
+def sweep_confirm_report(path: str, check: str | None, *, scan_back: int) -> None:
+    """For each (penalty, centre): switches found (English, other languages) and false
+    forks on ``path`` summed over :data:`HEARTBEATS`, and the Pk on ``check`` at 10."""
+    tune = with_vectors(load_dialogues(path))
+    public = with_vectors(load_dialogues(check)) if check else []
+    print(" ".join(f"{name:>8}" for name in ("penalty", "centre", "en", "other", "ff", "check")))
+    for setting in CONFIRM_GRID:
+        if setting is None:
+            detector = SemanticDetector(unconfirmed_penalty=None, short_centre=0.325)
+            row = ["off", "0.325"]
+        else:
+            detector = SemanticDetector(unconfirmed_penalty=setting[0], short_centre=setting[1])
+            row = [f"{setting[0]:.1f}", f"{setting[1]:.3f}"]
+        english, others, false_forks, coherent = Tally(), Tally(), 0, 0
+        for interval in HEARTBEATS:
+            predictions, scores, _ = run(tune, detector, interval=interval, scan_back=scan_back)
+            for lang, tally in switch_tallies(tune, predictions)[0].items():
+                into = english if lang == "en" else others
+                into.found, into.switches = into.found + tally.found, into.switches + tally.switches
+                false_forks += tally.false_forks
+            coherent += scores.coherent
+        row += [f"{t.found}/{t.switches}" for t in (english, others)] + [
+            f"{false_forks}/{coherent}"
+        ]
+        checked = (
+            run(public, detector, interval=10, scan_back=scan_back)[1].pk if public else math.nan
+        )
+        print(" ".join(f"{cell:>8}" for cell in row), f"{checked:8.3f}", flush=True)
+
+
 def _detectors(opening: bool):
     """(detector, the setting's cells) for every row of the chosen grid."""
     if opening:
         for setting in OPENING_GRID:
             if setting is None:
-                yield SemanticDetector(agreement=False), ["off", "", ""]
+                second_round = {"unconfirmed_penalty": None, "short_centre": 0.325}
+                yield SemanticDetector(agreement=False, **second_round), ["off", "", ""]
             else:
                 centre, young, terms = setting
                 detector = SemanticDetector(opening_centres=(centre, young), message_terms=terms)
@@ -72,7 +116,7 @@ def _detectors(opening: bool):
         return
     for setting in SHORT_GRID:
         if setting is None:  # one-line replies read as any others: the detector before
-            yield SemanticDetector(one_line=False), ["off", "", ""]
+            yield SemanticDetector(one_line=False, unconfirmed_penalty=None), ["off", "", ""]
         else:
             weight, centre, norm = setting
             detector = SemanticDetector(short_weight=weight, short_centre=centre, short_norm=norm)
@@ -117,10 +161,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", help="a public set whose Pk is printed beside each row")
     parser.add_argument("--interval", type=int, default=10)
     parser.add_argument("--scan-back", type=int, default=10)
-    parser.add_argument(
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
         "--opening", action="store_true", help="sweep the two cues' settings (OPENING_*)"
     )
+    which.add_argument(
+        "--confirm",
+        action="store_true",
+        help="sweep UNCONFIRMED_PENALTY and SHORT_CENTRE over heartbeats 6 to 14",
+    )
     args = parser.parse_args(argv)
+    if args.confirm:
+        sweep_confirm_report(args.tune, args.check, scan_back=args.scan_back)
+        return 0
     sweep_short_report(
         args.tune,
         args.check,

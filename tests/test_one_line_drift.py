@@ -141,6 +141,12 @@ def packaged_encoder():
     use_encoder(None)
 
 
+#: The detector of issue 46's first round (one-line replies read as any others) and of its
+#: second (one cue may fork a one-line talk): neither held an unconfirmed question back.
+FIRST_ROUND = {"one_line": False, "unconfirmed_penalty": None}
+SECOND_ROUND = {"agreement": False, "unconfirmed_penalty": None}
+
+
 def forks(lines: list[str], detector: SemanticDetector) -> list[int]:
     """Where the fork loop forks, checked every 10 messages and when the user leaves."""
     turns = [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
@@ -160,7 +166,7 @@ def forks(lines: list[str], detector: SemanticDetector) -> list[int]:
 
 @pytest.mark.parametrize("lines", [STARTER, TELESCOPE], ids=["en", "fr"])
 def test_a_talk_of_one_line_replies_on_one_subject_forks_at_most_half_as_often(lines):
-    before = forks(lines, SemanticDetector(one_line=False))  # replies read as any others
+    before = forks(lines, SemanticDetector(**FIRST_ROUND))  # replies read as any others
     now = forks(lines, SemanticDetector())
     assert len(before) >= 5
     assert len(now) <= len(before) // 2, (before, now)
@@ -181,14 +187,14 @@ ONE_SUBJECT = {"en": STARTER, "fr": TELESCOPE, "de": KNITTING, "es": ORCHID}
 def test_short_follow_ups_far_from_their_window_but_not_from_the_opening_do_not_fork():
     """Knitting: "Meine Maschen sind viel zu fest.", "Wie kette ich ab?" bring new words and
     lie far from the lines around them, not from "Ich möchte stricken lernen"."""
-    assert forks(KNITTING, SemanticDetector(agreement=False))  # one cue alone forked it
+    assert forks(KNITTING, SemanticDetector(**SECOND_ROUND))  # one cue alone forked it
     assert forks(KNITTING, SemanticDetector()) == []
 
 
 def test_single_subject_one_line_talks_fork_at_most_once_and_less_than_on_one_cue():
     now = {lang: forks(lines, SemanticDetector()) for lang, lines in ONE_SUBJECT.items()}
     one_cue = {
-        lang: forks(lines, SemanticDetector(agreement=False)) for lang, lines in ONE_SUBJECT.items()
+        lang: forks(lines, SemanticDetector(**SECOND_ROUND)) for lang, lines in ONE_SUBJECT.items()
     }
     assert all(len(found) <= 1 for found in now.values()), now
     assert sum(map(len, now.values())) < sum(map(len, one_cue.values())), (now, one_cue)

@@ -39,7 +39,12 @@ from memory.drift.cues import (
     reply_reliability,
     substantive_turns,
 )
-from memory.drift.detectors import ANNOUNCED_MARGIN, DriftDetector, LexicalDetector
+from memory.drift.detectors import (
+    ANNOUNCED_MARGIN,
+    YOUNG_TOPIC_RELIABILITY,
+    DriftDetector,
+    LexicalDetector,
+)
 from memory.drift.detectors import get_detector as get_word_detector
 from memory.drift.dialogue_cues import (
     announces_return,
@@ -92,6 +97,18 @@ OPENING_YOUNG_CENTRE = 0.275
 #: User turns the usual margin is the median of, at least (fewer say nothing usual).
 USUAL_NEEDS = 3
 USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
+#: An unannounced candidate in the thread's last exchange (no user turn after it yet) is
+#: unconfirmed: one question far from the topic is as often a detour the next one comes
+#: back from. Where the replies carry a subject (reliability at least 0.5) it forks only
+#: this many logit units over the line. Chosen on product-tune at heartbeats of 6 to 14
+#: messages (``python -m bench.drift_sweep --confirm``): at 10 alone the third round's
+#: settings forked once in the 41 single-subject dialogues, at the other four 6 to 11 times,
+#: nearly all in the last exchange; with this margin 18 in the five instead of 32, the same
+#: from 2 to 10 units, every one left in a one-line talk. Not applied to one-line replies:
+#: a wait there costs SuperDialseg's Pk its margin under CSM's, and buying it back by forking
+#: more elsewhere (SHORT_CENTRE 0.375) forked more on the test half; see
+#: docs/measurements.md.
+UNCONFIRMED_PENALTY = 3.0
 
 
 def turn_vectors(turns: Sequence[Turn]) -> np.ndarray:
@@ -174,6 +191,7 @@ class SemanticDetector(LexicalDetector):
         agreement: bool = True,
         opening_centres: tuple[float, float] = (OPENING_CENTRE, OPENING_YOUNG_CENTRE),
         message_terms: int = SHORT_MESSAGE_TERMS,
+        unconfirmed_penalty: float | None = UNCONFIRMED_PENALTY,
         **lexical,
     ) -> None:
         super().__init__(**lexical)
@@ -184,6 +202,7 @@ class SemanticDetector(LexicalDetector):
         self.agreement = agreement  # False: one cue may fork a one-line talk (issue 46, round 2)
         self.opening_centres, self.message_terms = opening_centres, message_terms
         self.user_weight, self.user_centre = user_weight, user_centre
+        self.unconfirmed_penalty = unconfirmed_penalty  # None: the third round's detector
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
         candidates = list(candidates)
@@ -223,6 +242,23 @@ class SemanticDetector(LexicalDetector):
             elif not self.agreement and index < SHORT_MIN_BEFORE:
                 line += UNANSWERED_MARGIN  # before issue 46's third round: young topics wait
             margins[index] = (1 - short) * exchange + short * line
+        return self._unconfirmed(turns, margins)
+
+    def _unconfirmed(self, turns: Sequence[Turn], margins: dict[int, float]) -> dict[int, float]:
+        """Margins with an unannounced candidate of the last exchange held to more evidence
+        (:data:`UNCONFIRMED_PENALTY`) where the replies carry a subject: no question after
+        it says yet whether the subject stays away."""
+        if (
+            self.unconfirmed_penalty is None
+            or not has_real_roles(turns)
+            or reply_reliability(turns) < YOUNG_TOPIC_RELIABILITY
+        ):
+            return margins
+        for index, margin in margins.items():
+            text = turns[index].text
+            if any(turn.role == "user" for turn in turns[index + 1 :]) or _announced(text):
+                continue
+            margins[index] = max(margin - self.unconfirmed_penalty, UNANSWERED_MARGIN)
         return margins
 
     def _opening_margin(self, turns: Sequence[Turn], vectors: np.ndarray, index: int) -> float:
