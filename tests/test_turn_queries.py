@@ -14,7 +14,8 @@ from tests.test_recall import KYOTO, past_topic
 
 # The turn's leases (one statement to take, one to give back), the question stored (the
 # session's count, the INSERT that reads the active topic), the context (the session, its
-# topics, the window, recall's timeout and its five reads, the exchanges), the access
+# topics, the window, recall's timeout and its five reads (a sixth when recall by meaning
+# finds a message near enough: none here, on the stand-in encoder), the exchanges), the access
 # asked again, the reply stored (two statements).
 TURN_STATEMENTS = 17
 
