@@ -192,7 +192,8 @@ def _messages_in_bulk(topics, plan_of_topic) -> dict[int, int]:
 # 10^6 rows in a minute or two instead of a quarter of an hour through the ORM.
 _MESSAGES_SQL = """
 INSERT INTO memory_message (session_id, topic_id, seq, role, content, tool_calls,
-    tool_call_id, tool_name, model_name, stopped, memory_trace, versions, created_at)
+    tool_call_id, tool_name, model_name, stopped, memory_trace, recalled, versions,
+    created_at)
 SELECT p.session_id, p.topic_id, p.base + g.o + 1,
     CASE WHEN g.o %% 10 = 8 THEN 'assistant' WHEN g.o %% 10 = 9 THEN 'tool'
          WHEN g.o %% 97 = 96 THEN 'error' WHEN g.o %% 2 = 0 THEN 'user' ELSE 'assistant' END,
@@ -206,7 +207,7 @@ SELECT p.session_id, p.topic_id, p.base + g.o + 1,
          ELSE '[]'::jsonb END,
     CASE WHEN g.o %% 10 = 9 THEN 'call-' || (p.base + g.o) ELSE '' END,
     CASE WHEN g.o %% 10 = 9 THEN 'notes' ELSE '' END,
-    '', false, '{}'::jsonb, '[]'::jsonb, now()
+    '', false, '{}'::jsonb, '', '[]'::jsonb, now()
 FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::int[]) AS p(topic_id, session_id, base, size)
 CROSS JOIN LATERAL generate_series(0, p.size - 1) AS g(o)
 ORDER BY p.topic_id, g.o

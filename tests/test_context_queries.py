@@ -15,7 +15,8 @@ from tests.memory_builders import add_messages, add_tool_round, add_topic
 # recall's for the latest message (memory/stores/recall/query.py): its statement timeout,
 # the messages with their topics and sessions (one statement, whatever the words), the
 # topics, the notes, the exchanges of its hits; recall by meaning
-# (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages;
+# (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages'
+# vectors (and, when some are near enough, those messages whole: none here, on the stand-in);
 # and, inside a test's transaction, a savepoint, its release and the timeout set back
 MAX_QUERIES = 13
 

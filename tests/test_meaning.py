@@ -13,7 +13,13 @@ import pytest
 from memory.actions.context import assemble_context
 from memory.models import Message, Session, Topic
 from memory.stores.recall.ranking import search_past_chats
-from memory.stores.vectors import message_vectors, topic_vectors
+from memory.stores.vectors import (
+    message_vectors,
+    read_topic_vectors,
+    read_vectors,
+    topic_vectors,
+    with_vectors,
+)
 from memory.text import embeddings
 from memory.text.embeddings import embed, from_bytes, to_bytes, use_encoder
 from tests.test_recall import past_topic
@@ -64,6 +70,30 @@ def test_vectors_are_computed_once_and_stored(session):
     Topic.objects.filter(pk=topic.pk).update(summary="Buying an upright piano.")
     topic_vectors([Topic.objects.get(pk=topic.pk)])
     assert Topic.objects.get(pk=topic.pk).embedding_key != key  # a new summary, a new vector
+
+
+def test_a_turn_reads_the_same_vectors_as_rows_as_the_stored_ones(session):
+    """The turn's light read (plain rows, one decode) agrees with the model path: a
+    stored vector as it is, a missing one or one of another text computed again."""
+    topic = session.active_topic()
+    stored, missing = (
+        session.append_message(topic=topic, role=Message.Role.USER, content=text)
+        for text in ("Ein Klavier", "Der Brenner")
+    )
+    message_vectors([Message.objects.get(pk=stored.pk)])
+    Message.objects.filter(pk=missing.pk).update(embedding=b"\x00" * 10)  # another encoder
+    rows = list(with_vectors(Message.objects.filter(topic=topic).order_by("seq")))
+    assert [row[2] for row in rows] == ["", "Der Brenner"]  # only the missing one's text
+    expected = message_vectors(Message.objects.filter(topic=topic).order_by("seq"), store=False)
+    assert np.allclose(read_vectors(rows), np.stack(expected), atol=1e-3)
+
+    Topic.objects.filter(pk=topic.pk).update(title="Piano", summary="Buying a piano.")
+    topic_vectors([Topic.objects.get(pk=topic.pk)])
+    Topic.objects.filter(pk=topic.pk).update(summary="Buying an upright piano.")
+    fields = ("embedding", "embedding_key", "title", "summary")
+    (row,) = Topic.objects.filter(pk=topic.pk).values_list(*fields)
+    (fresh,) = embed(["Piano\nBuying an upright piano."])
+    assert np.allclose(read_topic_vectors([row])[0], fresh, atol=1e-6)  # stale: computed
 
 
 def test_a_turn_reads_vectors_and_never_writes_them(session, alice, agent):

@@ -14,9 +14,10 @@ from tests.test_recall import KYOTO, past_topic
 
 # The turn's leases (one statement to take, one to give back), the question stored (the
 # session's count, the INSERT that reads the active topic), the context (the session's
-# topics with its drift result, the window, recall's timeout and its five reads, the
-# exchanges; the session and its agent are the caller's), the reply stored (the session's
-# count, which asks again whether its user may still reach it, and the INSERT).
+# topics with its drift result, the window, recall's timeout and its five reads (a sixth
+# when recall by meaning finds a message near enough: none here, on the stand-in encoder),
+# the exchanges; the session and its agent are the caller's), the reply stored (the
+# session's count, which asks again whether its user may still reach it, and the INSERT).
 TURN_STATEMENTS = 15
 
 

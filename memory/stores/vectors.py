@@ -10,21 +10,87 @@ here is recomputed per turn: the drift check (memory/actions/evaluation.py) embe
 stores the vectors of the active topic's messages and of its title and summary whenever
 it refreshes them; a turn's recall reads them and never writes (a row the check has not
 reached yet is embedded for that turn only). No event: a vector is derived, never shown.
+
+A turn reads its vectors as rows of plain values (:func:`read_vectors`,
+:func:`read_topic_vectors`), not as model objects: building a few hundred of those, each
+with its long text, and decoding each vector on its own, was most of the CPU recall by
+meaning added to a turn (issue 46: 24 ms of 31 on a loaded 2-core machine).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+from django.db.models import Case, F, Q, TextField, Value, When
+from django.db.models.functions import Length
 
 from memory.models import Message, Topic
-from memory.text.embeddings import embed, from_bytes, to_bytes
+from memory.text.embeddings import dimensions, embed, from_bytes, to_bytes
+
+Stored = bytes | memoryview | None
 
 
 def topic_text(topic: Topic) -> str:
-    return f"{topic.title}\n{topic.summary}".strip()
+    return _topic_text(topic.title, topic.summary)
+
+
+def _topic_text(title: str, summary: str) -> str:
+    return f"{title}\n{summary}".strip()
+
+
+def decoded(stored: Sequence[Stored]) -> tuple[np.ndarray, np.ndarray]:
+    """The stored vectors as one float32 matrix, decoded by one numpy call, and which rows
+    hold one (a row of zeros where none is stored, or another encoder's)."""
+    width = dimensions()
+    valid = np.array([data is not None and len(data) == 2 * width for data in stored], dtype=bool)
+    matrix = np.zeros((len(stored), width), dtype=np.float32)
+    if valid.any():
+        joined = b"".join(data for data, ok in zip(stored, valid, strict=True) if ok)
+        matrix[valid] = np.frombuffer(joined, dtype="<f2").reshape(-1, width)
+    return matrix, valid
+
+
+def pending_content() -> Case:
+    """A message's content when it has no vector of this encoder yet, else ``""``: what
+    :func:`read_vectors` must embed, read in the same query as the vectors."""
+    stored = Q(embedding__isnull=False) & Q(embedding_size=2 * dimensions())
+    return Case(When(stored, then=Value("")), default=F("content"), output_field=TextField())
+
+
+def with_vectors(messages):
+    """``messages`` as ``(pk, embedding, pending content)`` rows for :func:`read_vectors`."""
+    return messages.annotate(
+        embedding_size=Length("embedding"),
+        pending=pending_content(),
+    ).values_list("pk", "embedding", "pending")
+
+
+def read_vectors(rows: Sequence[tuple[int, Stored, str]]) -> np.ndarray:
+    """The vectors of :func:`with_vectors` rows, one matrix row each; a message without
+    one is embedded for this call only, nothing stored (a turn reads, never writes)."""
+    matrix, valid = decoded([row[1] for row in rows])
+    missing = np.flatnonzero(~valid)
+    if missing.size:
+        matrix[missing] = embed([rows[index][2] for index in missing])
+    return matrix
+
+
+def read_topic_vectors(rows: Sequence[tuple[Stored, str, str, str]]) -> np.ndarray:
+    """The vectors of topics given as ``(embedding, embedding_key, title, summary)`` rows,
+    one matrix row each, as :func:`topic_vectors` would give them (a stale one, of an
+    older title or summary, computed again), for this call only: nothing stored."""
+    matrix, valid = decoded([row[0] for row in rows])
+    texts = [_topic_text(title, summary) for _, _, title, summary in rows]
+    stale = [
+        index
+        for index, (_, key, _, _) in enumerate(rows)
+        if not valid[index] or key != _digest(texts[index])
+    ]
+    if stale:
+        matrix[stale] = embed([texts[index] for index in stale])
+    return matrix
 
 
 def message_vectors(messages: Iterable[Message], *, store: bool = True) -> list[np.ndarray]:

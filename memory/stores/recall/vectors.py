@@ -6,14 +6,15 @@ the German passage that answers it, nor "Quelle marque est mon piano ?" with "th
 upright". So the passages recalled into a turn's context are ranked twice, by words and
 by meaning, and fused.
 
-The vector side is bounded, whatever the history's size (two queries, each with a LIMIT):
+The vector side is bounded, whatever the history's size (three queries, two with a LIMIT):
 
 1. the scope's latest :data:`VECTOR_TOPICS` topics (the current one left out) are ranked
    by the vector of their title and summary (memory/stores/vectors.py: stored, computed
    again only when the summary changed);
 2. the conversation messages of the best :data:`VECTOR_TOPICS_READ` of them (at most
    :data:`VECTOR_MESSAGES`, each topic's newest first) are ranked by their stored vectors, in numpy;
-   those at least :data:`VECTOR_FLOOR` close to the query are the vector list.
+   those at least :data:`VECTOR_FLOOR` close to the query are the vector list;
+3. those of the list are loaded whole (by id), the others never are.
 
 :func:`fuse` then gives each message ``1 / (RRF_K + rank)`` for each list it is in (ranks
 from 1) and sorts by the sum; a tie keeps the BM25 order. The query's vector is the one
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory.models import Message
-from memory.stores.vectors import message_vectors, topic_vectors
+from memory.stores.vectors import read_topic_vectors, read_vectors, with_vectors
 from memory.text.embeddings import embed, encoder_name
 
 VECTOR_TOPICS = 300  # the scope's latest topics ranked by meaning
@@ -44,33 +45,36 @@ def vector_messages(
 ) -> list[tuple[Message, float]]:
     """The conversation messages of ``topics`` nearest ``query`` in meaning, best first,
     with their cosine (only those at least :data:`VECTOR_FLOOR`); topic and session
-    loaded."""
+    loaded.
+
+    Ranked on plain rows (ids and stored vectors, memory/stores/vectors.py); only the
+    messages returned are loaded whole, in one more query."""
     (query_vector,) = embed([query])
     if not np.any(query_vector):
         return []
     latest = list(
-        topics.order_by("-pk").only("pk", "title", "summary", "embedding", "embedding_key")[
+        topics.order_by("-pk").values_list("pk", "embedding", "embedding_key", "title", "summary")[
             :VECTOR_TOPICS
         ]
     )
     if not latest:
         return []
-    by_topic = topic_vectors(latest, store=False)  # the turn reads, never writes
-    ranked = sorted(latest, key=lambda t: float(by_topic[t.pk] @ query_vector), reverse=True)
-    chosen = [topic.pk for topic in ranked[:VECTOR_TOPICS_READ]]
-    rows = Message.objects.filter(topic_id__in=chosen).conversation()
+    closeness = read_topic_vectors([row[1:] for row in latest]) @ query_vector
+    nearest = np.argsort(-closeness, kind="stable")[:VECTOR_TOPICS_READ]
+    rows = Message.objects.filter(topic_id__in=[latest[i][0] for i in nearest]).conversation()
     if not replies:
         rows = rows.filter(role=Message.Role.USER)
     # In the (topic, -seq) index's order: a newest-first scan of the whole table is not.
-    rows = rows.with_place().order_by("topic_id", "-seq")
-    messages = list(rows[:VECTOR_MESSAGES])
-    if not messages:
+    ranked = list(with_vectors(rows.order_by("topic_id", "-seq"))[:VECTOR_MESSAGES])
+    if not ranked:
         return []
-    vectors = np.stack(message_vectors(messages, store=False))
-    scores = vectors @ query_vector
+    scores = read_vectors(ranked) @ query_vector
     floor = VECTOR_FLOOR.get(encoder_name(), 0.3)
-    order = np.argsort(-scores, kind="stable")
-    return [(messages[i], float(scores[i])) for i in order[:limit] if scores[i] >= floor]
+    order = [i for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= floor]
+    if not order:
+        return []
+    found = Message.objects.with_place().defer("embedding").in_bulk([ranked[i][0] for i in order])
+    return [(found[ranked[i][0]], float(scores[i])) for i in order if ranked[i][0] in found]
 
 
 def fuse(by_words: Sequence[Message], by_meaning: Sequence[Message]) -> list[Message]:
