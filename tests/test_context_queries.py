@@ -16,7 +16,7 @@ from tests.memory_builders import add_messages, add_tool_round, add_topic
 # the messages with their topics and sessions (one statement, whatever the words), the
 # topics, the notes, the exchanges of its hits; recall by meaning
 # (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages'
-# vectors (and, when some are near enough, those messages whole: none here, on the stand-in);
+# vectors (with what a hit shows of them: the messages found are built from those rows);
 # and, inside a test's transaction, a savepoint, its release and the timeout set back
 MAX_QUERIES = 13
 

@@ -10,14 +10,16 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.actions.turn import do_send_message
 from memory.models import Message, Session, Topic
+from memory.stores.recall import ranking
+from memory.stores.recall.vectors import vector_messages
 from tests.test_recall import KYOTO, past_topic
 
 # The turn's leases (one statement to take, one to give back), the question stored (the
 # session's count, the INSERT that reads the active topic), the context (the session's
-# topics with its drift result, the window, recall's timeout and its five reads (a sixth
-# when recall by meaning finds a message near enough: none here, on the stand-in encoder),
-# the exchanges; the session and its agent are the caller's), the reply stored (the
-# session's count, which asks again whether its user may still reach it, and the INSERT).
+# topics with its drift result, the window, recall's timeout and its five reads (the
+# messages recall by meaning finds come with its ranking's rows: no sixth), the exchanges;
+# the session and its agent are the caller's), the reply stored (the session's count,
+# which asks again whether its user may still reach it, and the INSERT).
 TURN_STATEMENTS = 15
 
 
@@ -71,3 +73,29 @@ def test_storing_into_a_session_with_no_active_topic_says_so(session):
         session.append_message(role=Message.Role.USER, content="Lost?")
 
     assert not Message.objects.filter(session=session).exists()
+
+
+def test_a_turn_whose_recall_by_meaning_finds_messages_stays_in_the_bound(
+    session, returning, fake_openai, monkeypatch
+):
+    """Recall by meaning finds a past message (the stand-in encoder: the same words) and
+    quotes it: its messages come with their ranking's rows, no statement more."""
+    found = []
+
+    def spied(**arguments):
+        nearest = vector_messages(**arguments)
+        found.append(nearest)
+        return nearest
+
+    monkeypatch.setattr(ranking, "vector_messages", spied)
+    do_send_message(session=session, content="Which hotel did we book in Kyoto?")
+    found.clear()
+
+    with CaptureQueriesContext(connection) as captured:
+        do_send_message(session=session, content="And the rail pass?")
+
+    sent = statements(captured)
+    assert len(sent) <= TURN_STATEMENTS, "\n".join(sql[:120] for sql in sent)
+    (message, _), *_ = found[-1]
+    assert message.content == "And the rail pass?" and message.topic.title == "Trip"
+    assert message.session_id == returning.pk and message.session.created_at == returning.created_at

@@ -59,12 +59,13 @@ def pending_content() -> Case:
     return Case(When(stored, then=Value("")), default=F("content"), output_field=TextField())
 
 
-def with_vectors(messages):
-    """``messages`` as ``(pk, embedding, pending content)`` rows for :func:`read_vectors`."""
+def with_vectors(messages, *fields: str):
+    """``messages`` as ``(pk, embedding, pending content, *fields)`` rows for
+    :func:`read_vectors` (``fields``: more columns the caller reads in the same query)."""
     return messages.annotate(
         embedding_size=Length("embedding"),
         pending=pending_content(),
-    ).values_list("pk", "embedding", "pending")
+    ).values_list("pk", "embedding", "pending", *fields)
 
 
 def read_vectors(rows: Sequence[tuple[int, Stored, str]]) -> np.ndarray:

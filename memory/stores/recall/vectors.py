@@ -6,15 +6,17 @@ the German passage that answers it, nor "Quelle marque est mon piano ?" with "th
 upright". So the passages recalled into a turn's context are ranked twice, by words and
 by meaning, and fused.
 
-The vector side is bounded, whatever the history's size (three queries, two with a LIMIT):
+The vector side is bounded, whatever the history's size (two queries, each with a LIMIT):
 
 1. the scope's latest :data:`VECTOR_TOPICS` topics (the current one left out) are ranked
    by the vector of their title and summary (memory/stores/vectors.py: stored, computed
    again only when the summary changed);
 2. the conversation messages of the best :data:`VECTOR_TOPICS_READ` of them (at most
    :data:`VECTOR_MESSAGES`, each topic's newest first) are ranked by their stored vectors, in numpy;
-   those at least :data:`VECTOR_FLOOR` close to the query are the vector list;
-3. those of the list are loaded whole (by id), the others never are.
+   those at least :data:`VECTOR_FLOOR` close to the query are the vector list. The rows
+   also hold what a hit shows of its message (its text, role, place and time, its
+   session's day; its topic's title and state come with step 1), so the messages of the
+   list are built from them, the others never are: no third query (issue 43's bound).
 
 :func:`fuse` then gives each message ``1 / (RRF_K + rank)`` for each list it is in (ranks
 from 1) and sorts by the sum; a tie keeps the BM25 order. The query's vector is the one
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memory.models import Message
+from memory.models import Message, Session, Topic
 from memory.stores.vectors import read_topic_vectors, read_vectors, with_vectors
 from memory.text.embeddings import embed, encoder_name
 
@@ -40,41 +42,61 @@ VECTOR_FLOOR = {"use": 0.3, "hashed": 0.35}
 RRF_K = 60  # the usual constant: a list's top ranks differ little, its tail fades
 
 
+# What the messages returned show (memory/stores/recall/ranking.py ``_hit``), read with
+# the vectors they are ranked by: no query more to load them (issue 43's bound).
+MESSAGE_FIELDS = ("topic_id", "session_id", "seq", "role", "content", "created_at")
+TOPIC_FIELDS = ("pk", "embedding", "embedding_key", "title", "summary")
+TOPIC_STATE = ("session_id", "deprecated", "keep_in_memory")  # after TOPIC_FIELDS
+
+
 def vector_messages(
     *, topics, query: str, replies: bool, limit: int
 ) -> list[tuple[Message, float]]:
     """The conversation messages of ``topics`` nearest ``query`` in meaning, best first,
     with their cosine (only those at least :data:`VECTOR_FLOOR`); topic and session
-    loaded.
+    loaded (what recall's hits read of them: the other columns are deferred).
 
-    Ranked on plain rows (ids and stored vectors, memory/stores/vectors.py); only the
-    messages returned are loaded whole, in one more query."""
+    Ranked on plain rows (ids, stored vectors and the few columns a hit shows,
+    memory/stores/vectors.py); only the messages returned are built as model objects."""
     (query_vector,) = embed([query])
     if not np.any(query_vector):
         return []
-    latest = list(
-        topics.order_by("-pk").values_list("pk", "embedding", "embedding_key", "title", "summary")[
-            :VECTOR_TOPICS
-        ]
-    )
+    latest = list(topics.order_by("-pk").values_list(*TOPIC_FIELDS, *TOPIC_STATE)[:VECTOR_TOPICS])
     if not latest:
         return []
-    closeness = read_topic_vectors([row[1:] for row in latest]) @ query_vector
-    nearest = np.argsort(-closeness, kind="stable")[:VECTOR_TOPICS_READ]
-    rows = Message.objects.filter(topic_id__in=[latest[i][0] for i in nearest]).conversation()
+    closeness = read_topic_vectors([row[1:5] for row in latest]) @ query_vector
+    nearest = [latest[i] for i in np.argsort(-closeness, kind="stable")[:VECTOR_TOPICS_READ]]
+    rows = Message.objects.filter(topic_id__in=[row[0] for row in nearest]).conversation()
     if not replies:
         rows = rows.filter(role=Message.Role.USER)
     # In the (topic, -seq) index's order: a newest-first scan of the whole table is not.
-    ranked = list(with_vectors(rows.order_by("topic_id", "-seq"))[:VECTOR_MESSAGES])
+    ordered = rows.order_by("topic_id", "-seq")
+    ranked = list(with_vectors(ordered, *MESSAGE_FIELDS, "session__created_at")[:VECTOR_MESSAGES])
     if not ranked:
         return []
     scores = read_vectors(ranked) @ query_vector
     floor = VECTOR_FLOOR.get(encoder_name(), 0.3)
     order = [i for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= floor]
-    if not order:
-        return []
-    found = Message.objects.with_place().defer("embedding").in_bulk([ranked[i][0] for i in order])
-    return [(found[ranked[i][0]], float(scores[i])) for i in order if ranked[i][0] in found]
+    by_pk = {row[0]: row for row in nearest}
+    return [(_message(ranked[i], by_pk), float(scores[i])) for i in order]
+
+
+def _message(row: tuple, topics: dict[int, tuple]) -> Message:
+    """The message of a ranked row, with its topic and session set as ``select_related``
+    sets them; the columns not read are deferred (one query each, if ever asked for)."""
+    pk, _, _, *values, session_created_at = row
+    message = _built(Message, {"id": pk, **dict(zip(MESSAGE_FIELDS, values, strict=True))})
+    topic = topics[message.topic_id]
+    fields = ("id", *TOPIC_FIELDS[1:], *TOPIC_STATE)
+    message.topic = _built(Topic, dict(zip(fields, topic, strict=True)))
+    message.session = _built(Session, {"id": message.session_id, "created_at": session_created_at})
+    return message
+
+
+def _built(model, values: dict):
+    """A ``model`` instance as the database gave it (``Model.from_db``), of these columns."""
+    names = [field.attname for field in model._meta.concrete_fields if field.attname in values]
+    return model.from_db(model.objects.db, names, [values[name] for name in names])
 
 
 def fuse(by_words: Sequence[Message], by_meaning: Sequence[Message]) -> list[Message]:
