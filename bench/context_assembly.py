@@ -360,6 +360,9 @@ def main() -> int:
     parser.add_argument(
         "--no-million", action="store_true", help="skip the 10^6 row (PostgreSQL only)"
     )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="only these sizes (messages), e.g. 10000 100000"
+    )
     args = parser.parse_args()
 
     pg_name, sqlite_dir, label = configure(sqlite=args.sqlite)
@@ -376,6 +379,8 @@ def main() -> int:
             organization=organization, name="Bench", soul="You are Bench.", skills="Timing."
         )
         sizes = SIZES if args.no_million or not pg_name else (*SIZES, MILLION)
+        if args.sizes:
+            sizes = tuple(args.sizes)
         rows = measure_sizes(agent, sizes, repeat=args.repeat)
         if hasattr(cache, "delete_pattern"):
             cache.delete_pattern("*")
