@@ -304,18 +304,17 @@ def measure(session, *, repeat: int) -> dict:
 
 
 def store_vectors(session) -> None:
-    """The vectors the drift check would have stored: the scope's latest topics' and the
-    messages of those recall by meaning reads (memory/stores/recall/vectors.py)."""
+    """The vectors the drift check would have stored: of the topics recall by meaning
+    reads (memory/stores/recall/vectors.py: the scope's latest live ones, the current one
+    left out) and of their messages."""
     from memory.models import Message, Topic
     from memory.stores.recall.ranking import recall_sessions
     from memory.stores.recall.vectors import VECTOR_TOPICS
     from memory.stores.vectors import message_vectors, topic_vectors
 
-    topics = list(
-        Topic.objects.filter(session__in=recall_sessions(session=session)).order_by("-pk")[
-            :VECTOR_TOPICS
-        ]
-    )
+    live = Topic.objects.filter(session__in=recall_sessions(session=session), deprecated=False)
+    current = live.exclude(session=session, is_active=True)
+    topics = list(current.order_by("-pk")[:VECTOR_TOPICS])
     topic_vectors(topics)
     message_vectors(Message.objects.filter(topic__in=topics).conversation())
 
