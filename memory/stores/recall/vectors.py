@@ -25,12 +25,13 @@ thing computed per turn (about 3 ms of CPU); every other vector is read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+from django.db import connection
 
 from memory.models import Message, Session, Topic
-from memory.stores.vectors import read_topic_vectors, read_vectors, with_vectors
+from memory.stores.vectors import read_topic_vectors, read_vectors
 from memory.text.embeddings import embed, encoder_name
 
 VECTOR_TOPICS = 300  # the scope's latest topics ranked by meaning
@@ -45,46 +46,98 @@ RRF_K = 60  # the usual constant: a list's top ranks differ little, its tail fad
 # What the messages returned show (memory/stores/recall/ranking.py ``_hit``), read with
 # the vectors they are ranked by: no query more to load them (issue 43's bound).
 MESSAGE_FIELDS = ("topic_id", "session_id", "seq", "role", "content", "created_at")
+_CONTENT = 2 + MESSAGE_FIELDS.index("content")  # in a ranked row
+_ROLES = {
+    True: "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))",
+    False: "m.role = 'user'",
+}
+# The nearest topics' conversation messages (``Message.objects.conversation()``; the
+# user's alone without ``replies``), each topic's newest first, in the (topic, -seq)
+# index's order (a newest-first scan of the whole table is not): ``(id, embedding,
+# *MESSAGE_FIELDS, the session's created_at)``. Written out, not built by the ORM, on
+# PostgreSQL: its text is fixed, and building it cost a turn more CPU than running it.
+_MESSAGES_SQL = {
+    replies: f"""
+SELECT m.id, m.embedding, {", ".join(f"m.{name}" for name in MESSAGE_FIELDS)}, s.created_at
+FROM memory_message AS m JOIN memory_session AS s ON s.id = m.session_id
+WHERE m.topic_id = ANY(%s) AND {roles}
+ORDER BY m.topic_id, m.seq DESC LIMIT {VECTOR_MESSAGES}"""
+    for replies, roles in _ROLES.items()
+}
 TOPIC_FIELDS = ("pk", "embedding", "embedding_key", "title", "summary")
 TOPIC_STATE = ("session_id", "deprecated", "keep_in_memory")  # after TOPIC_FIELDS
 
 
-def vector_messages(
-    *, topics, query: str, replies: bool, limit: int
-) -> list[tuple[Message, float]]:
+class Nearest:
+    """The messages nearest a query, best first: their ids and cosines, and the rows they
+    were ranked by, from which :meth:`message` builds one on demand (no query). Iterated,
+    ``(message, cosine)`` pairs, each message built."""
+
+    def __init__(self, ranked: list[tuple], scores: list[float], topics: dict[int, tuple]):
+        self.ids = [row[0] for row in ranked]
+        self.scores = scores
+        self._rows = {row[0]: row for row in ranked}
+        self._topics = topics
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[tuple[Message, float]]:
+        return ((self.message(pk), score) for pk, score in zip(self.ids, self.scores, strict=True))
+
+    def message(self, pk: int) -> Message:
+        return _message(self._rows[pk], self._topics)
+
+
+NOTHING_NEAR = Nearest([], [], {})
+
+
+def vector_messages(*, topics, query: str, replies: bool, limit: int) -> Nearest:
     """The conversation messages of ``topics`` nearest ``query`` in meaning, best first,
-    with their cosine (only those at least :data:`VECTOR_FLOOR`); topic and session
-    loaded (what recall's hits read of them: the other columns are deferred).
+    with their cosine (only those at least :data:`VECTOR_FLOOR`); each, when built, with
+    topic and session loaded (what recall's hits read of them: the other columns are
+    deferred).
 
     Ranked on plain rows (ids, stored vectors and the few columns a hit shows,
-    memory/stores/vectors.py); only the messages returned are built as model objects."""
+    memory/stores/vectors.py); a message is built as a model object only when asked for."""
     (query_vector,) = embed([query])
     if not np.any(query_vector):
-        return []
+        return NOTHING_NEAR
     latest = list(topics.order_by("-pk").values_list(*TOPIC_FIELDS, *TOPIC_STATE)[:VECTOR_TOPICS])
     if not latest:
-        return []
+        return NOTHING_NEAR
     closeness = read_topic_vectors([row[1:5] for row in latest]) @ query_vector
     nearest = [latest[i] for i in np.argsort(-closeness, kind="stable")[:VECTOR_TOPICS_READ]]
-    rows = Message.objects.filter(topic_id__in=[row[0] for row in nearest]).conversation()
-    if not replies:
-        rows = rows.filter(role=Message.Role.USER)
-    # In the (topic, -seq) index's order: a newest-first scan of the whole table is not.
-    ordered = rows.order_by("topic_id", "-seq")
-    ranked = list(with_vectors(ordered, *MESSAGE_FIELDS, "session__created_at")[:VECTOR_MESSAGES])
+    ranked = _message_rows([row[0] for row in nearest], replies=replies)
     if not ranked:
-        return []
-    scores = read_vectors(ranked) @ query_vector
+        return NOTHING_NEAR
+    # A message without a stored vector is embedded from its content (``read_vectors``).
+    scores = read_vectors([(row[0], row[1], row[_CONTENT]) for row in ranked]) @ query_vector
     floor = VECTOR_FLOOR.get(encoder_name(), 0.3)
     order = [i for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= floor]
     by_pk = {row[0]: row for row in nearest}
-    return [(_message(ranked[i], by_pk), float(scores[i])) for i in order]
+    return Nearest([ranked[i] for i in order], [float(scores[i]) for i in order], by_pk)
+
+
+def _message_rows(topic_ids: list[int], *, replies: bool) -> list[tuple]:
+    """The rows of the conversation messages of ``topic_ids`` recall by meaning ranks:
+    ``(id, embedding, *MESSAGE_FIELDS, the session's created_at)``, each topic's newest
+    first, at most :data:`VECTOR_MESSAGES`."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_MESSAGES_SQL[replies], [topic_ids])
+            return cursor.fetchall()
+    rows = Message.objects.filter(topic_id__in=topic_ids).conversation()
+    if not replies:
+        rows = rows.filter(role=Message.Role.USER)
+    fields = ("pk", "embedding", *MESSAGE_FIELDS, "session__created_at")
+    return list(rows.order_by("topic_id", "-seq").values_list(*fields)[:VECTOR_MESSAGES])
 
 
 def _message(row: tuple, topics: dict[int, tuple]) -> Message:
     """The message of a ranked row, with its topic and session set as ``select_related``
     sets them; the columns not read are deferred (one query each, if ever asked for)."""
-    pk, _, _, *values, session_created_at = row
+    pk, _, *values, session_created_at = row
     message = _built(Message, {"id": pk, **dict(zip(MESSAGE_FIELDS, values, strict=True))})
     topic = topics[message.topic_id]
     fields = ("id", *TOPIC_FIELDS[1:], *TOPIC_STATE)
@@ -99,14 +152,24 @@ def _built(model, values: dict):
     return model.from_db(model.objects.db, names, [values[name] for name in names])
 
 
-def fuse(by_words: Sequence[Message], by_meaning: Sequence[Message]) -> list[Message]:
-    """Reciprocal rank fusion of the two rankings (each best first); BM25 breaks ties."""
+def fuse(by_words: Sequence[Message], by_meaning: Nearest, *, shown: int) -> list[Message]:
+    """Reciprocal rank fusion of the two rankings (each best first); BM25 breaks ties.
+
+    A message only meaning found, ranked there past its ``shown`` best, is left out: those
+    ``shown`` are all ahead of it in the fused order and recall keeps each (what meaning
+    finds is a hit), so it could never be among the ``shown`` hits. The others it found are
+    built from their rows; its ranks past ``shown`` still count for the messages BM25
+    found too."""
     score: dict[int, float] = {}
-    rows: dict[int, Message] = {}
-    for ranking in (by_words, by_meaning):
-        for rank, message in enumerate(ranking, start=1):
-            score[message.pk] = score.get(message.pk, 0.0) + 1.0 / (RRF_K + rank)
-            rows.setdefault(message.pk, message)
+    for rank, message in enumerate(by_words, start=1):
+        score[message.pk] = score.get(message.pk, 0.0) + 1.0 / (RRF_K + rank)
+    for rank, pk in enumerate(by_meaning.ids, start=1):
+        score[pk] = score.get(pk, 0.0) + 1.0 / (RRF_K + rank)
     first = {message.pk: index for index, message in enumerate(by_words)}
+    wanted = set(by_meaning.ids[:shown])
     order = sorted(score, key=lambda pk: (-score[pk], first.get(pk, len(first))))
-    return [rows[pk] for pk in order]
+    return [
+        by_words[first[pk]] if pk in first else by_meaning.message(pk)
+        for pk in order
+        if pk in first or pk in wanted
+    ]
