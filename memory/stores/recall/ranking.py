@@ -192,7 +192,14 @@ def search_past_chats(
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
         by_meaning: set[int] = set()
         if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
-            nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
+            nearest = vector_messages(
+                sessions=sessions,
+                exclude_topic_id=exclude_topic_id,
+                live_only=live_only,
+                query=query,
+                replies=replies,
+                limit=limit * 4,
+            )
             by_meaning = set(nearest.ids)
             found = fuse(found, nearest, shown=limit)
         candidates = [("message", message, message.content) for message in found]

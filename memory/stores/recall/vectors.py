@@ -46,26 +46,38 @@ RRF_K = 60  # the usual constant: a list's top ranks differ little, its tail fad
 # What the messages returned show (memory/stores/recall/ranking.py ``_hit``), read with
 # the vectors they are ranked by: no query more to load them (issue 43's bound).
 MESSAGE_FIELDS = ("topic_id", "session_id", "seq", "role", "content", "created_at")
-_CONTENT = 2 + MESSAGE_FIELDS.index("content")  # in a ranked row
-_ROLES = {
+TOPIC_FIELDS = ("pk", "embedding", "embedding_key", "title", "summary")
+TOPIC_STATE = ("session_id", "deprecated", "keep_in_memory")  # after TOPIC_FIELDS
+_CONTENT = 2 + MESSAGE_FIELDS.index("content")  # in a message's row
+
+# On PostgreSQL both reads are written out, not built by the ORM: building them cost a
+# turn more CPU than running them (issue 46).
+#
+# The scope's latest topics (``{scope}``: its sessions' ids), the current one
+# (``%s``, 0 for none) left out, and the deprecated ones too when ``{live}`` says so:
+# ``TOPIC_FIELDS + TOPIC_STATE``.
+_TOPICS_SQL = f"""
+SELECT t.id, t.embedding, t.embedding_key, t.title, t.summary,
+    t.session_id, t.deprecated, t.keep_in_memory
+FROM memory_topic AS t
+WHERE t.session_id IN ({{scope}}) AND t.id <> %s{{live}}
+ORDER BY t.id DESC LIMIT {VECTOR_TOPICS}"""
+_ROLES = {  # Message.objects.conversation(), or the user's messages alone
     True: "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))",
     False: "m.role = 'user'",
 }
-# The nearest topics' conversation messages (``Message.objects.conversation()``; the
-# user's alone without ``replies``), each topic's newest first, in the (topic, -seq)
-# index's order (a newest-first scan of the whole table is not): ``(id, embedding,
-# *MESSAGE_FIELDS, the session's created_at)``. Written out, not built by the ORM, on
-# PostgreSQL: its text is fixed, and building it cost a turn more CPU than running it.
+# The nearest topics' messages, each topic's newest first, in the (topic, -seq) index's
+# order (a newest-first scan of the whole table is not): ``(id, embedding,
+# *MESSAGE_FIELDS, the session's created_at)``.
 _MESSAGES_SQL = {
     replies: f"""
-SELECT m.id, m.embedding, {", ".join(f"m.{name}" for name in MESSAGE_FIELDS)}, s.created_at
+SELECT m.id, m.embedding,
+    {", ".join(f"m.{name}" for name in MESSAGE_FIELDS)}, s.created_at
 FROM memory_message AS m JOIN memory_session AS s ON s.id = m.session_id
 WHERE m.topic_id = ANY(%s) AND {roles}
 ORDER BY m.topic_id, m.seq DESC LIMIT {VECTOR_MESSAGES}"""
     for replies, roles in _ROLES.items()
 }
-TOPIC_FIELDS = ("pk", "embedding", "embedding_key", "title", "summary")
-TOPIC_STATE = ("session_id", "deprecated", "keep_in_memory")  # after TOPIC_FIELDS
 
 
 class Nearest:
@@ -92,18 +104,26 @@ class Nearest:
 NOTHING_NEAR = Nearest([], [], {})
 
 
-def vector_messages(*, topics, query: str, replies: bool, limit: int) -> Nearest:
-    """The conversation messages of ``topics`` nearest ``query`` in meaning, best first,
-    with their cosine (only those at least :data:`VECTOR_FLOOR`); each, when built, with
-    topic and session loaded (what recall's hits read of them: the other columns are
-    deferred).
+def vector_messages(
+    *,
+    sessions,
+    exclude_topic_id: int | None,
+    live_only: bool,
+    query: str,
+    replies: bool,
+    limit: int,
+) -> Nearest:
+    """The conversation messages of the topics of ``sessions`` (but ``exclude_topic_id``;
+    ``live_only``: no deprecated one) nearest ``query`` in meaning, best first, with their
+    cosine (only those at least :data:`VECTOR_FLOOR`); each, when built, with topic and
+    session loaded (what recall's hits read of them: the other columns are deferred).
 
     Ranked on plain rows (ids, stored vectors and the few columns a hit shows,
     memory/stores/vectors.py); a message is built as a model object only when asked for."""
     (query_vector,) = embed([query])
     if not np.any(query_vector):
         return NOTHING_NEAR
-    latest = list(topics.order_by("-pk").values_list(*TOPIC_FIELDS, *TOPIC_STATE)[:VECTOR_TOPICS])
+    latest = _topic_rows(sessions, exclude_topic_id=exclude_topic_id, live_only=live_only)
     if not latest:
         return NOTHING_NEAR
     closeness = read_topic_vectors([row[1:5] for row in latest]) @ query_vector
@@ -117,6 +137,26 @@ def vector_messages(*, topics, query: str, replies: bool, limit: int) -> Nearest
     order = [i for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] >= floor]
     by_pk = {row[0]: row for row in nearest}
     return Nearest([ranked[i] for i in order], [float(scores[i]) for i in order], by_pk)
+
+
+def _topic_rows(sessions, *, exclude_topic_id: int | None, live_only: bool) -> list[tuple]:
+    """The scope's latest :data:`VECTOR_TOPICS` topics, newest first, as
+    ``TOPIC_FIELDS + TOPIC_STATE`` rows."""
+    if connection.vendor == "postgresql":
+        scope, params = sessions.values("pk").query.sql_with_params()
+        live = " AND NOT t.deprecated" if live_only else ""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _TOPICS_SQL.format(scope=scope, live=live), [*params, exclude_topic_id or 0]
+            )
+            return cursor.fetchall()
+    topics = Topic.objects.filter(session__in=sessions)
+    if exclude_topic_id is not None:
+        topics = topics.exclude(pk=exclude_topic_id)
+    if live_only:
+        topics = topics.exclude(deprecated=True)
+    fields = (*TOPIC_FIELDS, *TOPIC_STATE)
+    return list(topics.order_by("-pk").values_list(*fields)[:VECTOR_TOPICS])
 
 
 def _message_rows(topic_ids: list[int], *, replies: bool) -> list[tuple]:
