@@ -25,14 +25,17 @@ thing computed per turn (about 3 ms of CPU); every other vector is read.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from django.db import connection
 
 from memory.models import Message, Session, Topic
 from memory.stores.vectors import read_topic_vectors, read_vectors
-from memory.text.embeddings import embed, encoder_name
+from memory.text.embeddings import dimensions, embed, encoder_name
 
 VECTOR_TOPICS = 300  # the scope's latest topics ranked by meaning
 VECTOR_TOPICS_READ = 6  # whose messages are ranked
@@ -55,24 +58,37 @@ _CONTENT = 2 + MESSAGE_FIELDS.index("content")  # in a message's row
 #
 # The scope's latest topics (``{scope}``: its sessions' ids), the current one
 # (``%s``, 0 for none) left out, and the deprecated ones too when ``{live}`` says so:
-# ``TOPIC_FIELDS + TOPIC_STATE``.
+# ``TOPIC_FIELDS + TOPIC_STATE``, without the stored vector of a text (a digest, its
+# ``embedding_key``) among the first ``%s``: those this process read for the scope's
+# latest topics last time (``_seen_topics``). A topic's text seldom changes: the vectors
+# were most of what the statement carried (issue 46).
 _TOPICS_SQL = f"""
-SELECT t.id, t.embedding, t.embedding_key, t.title, t.summary,
+SELECT t.id, CASE WHEN t.embedding_key = ANY(%s::text[]) THEN NULL ELSE t.embedding END,
+    t.embedding_key, t.title, t.summary,
     t.session_id, t.deprecated, t.keep_in_memory
 FROM memory_topic AS t
 WHERE t.session_id IN ({{scope}}) AND t.id <> %s{{live}}
 ORDER BY t.id DESC LIMIT {VECTOR_TOPICS}"""
+#: Scopes whose latest topics' vectors this process keeps (about 300 KB each): by the
+#: encoder and the statement, each as the stored vectors of its last read by digest.
+SEEN_SCOPES = 32
+_seen_topics: OrderedDict[tuple, dict[str, bytes]] = OrderedDict()
+_lock = threading.Lock()
 _ROLES = {  # Message.objects.conversation(), or the user's messages alone
     True: "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))",
     False: "m.role = 'user'",
 }
 # The nearest topics' messages, each topic's newest first, in the (topic, -seq) index's
 # order (a newest-first scan of the whole table is not): ``(id, embedding,
-# *MESSAGE_FIELDS, the session's created_at)``.
+# *MESSAGE_FIELDS, the session's created_at)``, the times as microseconds since the epoch
+# (exact: ``extract`` gives a numeric), made datetimes for the few messages built only:
+# the driver's datetimes were a third of the statement's CPU.
+_MICROSECONDS = "(extract(epoch FROM {}) * 1000000)::bigint"
 _MESSAGES_SQL = {
     replies: f"""
 SELECT m.id, m.embedding,
-    {", ".join(f"m.{name}" for name in MESSAGE_FIELDS)}, s.created_at
+    {", ".join(f"m.{name}" for name in MESSAGE_FIELDS[:-1])},
+    {_MICROSECONDS.format("m.created_at")}, {_MICROSECONDS.format("s.created_at")}
 FROM memory_message AS m JOIN memory_session AS s ON s.id = m.session_id
 WHERE m.topic_id = ANY(%s) AND {roles}
 ORDER BY m.topic_id, m.seq DESC LIMIT {VECTOR_MESSAGES}"""
@@ -142,21 +158,33 @@ def vector_messages(
 def _topic_rows(sessions, *, exclude_topic_id: int | None, live_only: bool) -> list[tuple]:
     """The scope's latest :data:`VECTOR_TOPICS` topics, newest first, as
     ``TOPIC_FIELDS + TOPIC_STATE`` rows."""
-    if connection.vendor == "postgresql":
-        scope, params = sessions.values("pk").query.sql_with_params()
-        live = " AND NOT t.deprecated" if live_only else ""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _TOPICS_SQL.format(scope=scope, live=live), [*params, exclude_topic_id or 0]
-            )
-            return cursor.fetchall()
-    topics = Topic.objects.filter(session__in=sessions)
-    if exclude_topic_id is not None:
-        topics = topics.exclude(pk=exclude_topic_id)
-    if live_only:
-        topics = topics.exclude(deprecated=True)
-    fields = (*TOPIC_FIELDS, *TOPIC_STATE)
-    return list(topics.order_by("-pk").values_list(*fields)[:VECTOR_TOPICS])
+    if connection.vendor != "postgresql":
+        topics = Topic.objects.filter(session__in=sessions)
+        if exclude_topic_id is not None:
+            topics = topics.exclude(pk=exclude_topic_id)
+        if live_only:
+            topics = topics.exclude(deprecated=True)
+        fields = (*TOPIC_FIELDS, *TOPIC_STATE)
+        return list(topics.order_by("-pk").values_list(*fields)[:VECTOR_TOPICS])
+    scope, params = sessions.values("pk").query.sql_with_params()
+    live = " AND NOT t.deprecated" if live_only else ""
+    sql = _TOPICS_SQL.format(scope=scope, live=live)
+    seen = (encoder_name(), sql, *params)
+    with _lock:
+        known = _seen_topics.get(seen, {})
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(known), *params, exclude_topic_id or 0])
+        rows = [
+            (pk, known[key] if stored is None and key in known else stored, key, *rest)
+            for pk, stored, key, *rest in cursor.fetchall()
+        ]
+    size = 2 * dimensions()
+    with _lock:
+        _seen_topics[seen] = {row[2]: row[1] for row in rows if row[1] and len(row[1]) == size}
+        _seen_topics.move_to_end(seen)
+        while len(_seen_topics) > SEEN_SCOPES:
+            _seen_topics.popitem(last=False)
+    return rows
 
 
 def _message_rows(topic_ids: list[int], *, replies: bool) -> list[tuple]:
@@ -177,13 +205,25 @@ def _message_rows(topic_ids: list[int], *, replies: bool) -> list[tuple]:
 def _message(row: tuple, topics: dict[int, tuple]) -> Message:
     """The message of a ranked row, with its topic and session set as ``select_related``
     sets them; the columns not read are deferred (one query each, if ever asked for)."""
-    pk, _, *values, session_created_at = row
+    pk, _, *values, created_at, session_created_at = row
+    values = [*values, _moment(created_at)]
+    session_created_at = _moment(session_created_at)
     message = _built(Message, {"id": pk, **dict(zip(MESSAGE_FIELDS, values, strict=True))})
     topic = topics[message.topic_id]
     fields = ("id", *TOPIC_FIELDS[1:], *TOPIC_STATE)
     message.topic = _built(Topic, dict(zip(fields, topic, strict=True)))
     message.session = _built(Session, {"id": message.session_id, "created_at": session_created_at})
     return message
+
+
+def _moment(value: datetime | int) -> datetime:
+    """A time of a message's row: a datetime, or microseconds since the epoch (UTC)."""
+    if isinstance(value, datetime):
+        return value
+    return _EPOCH + timedelta(microseconds=value)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _built(model, values: dict):
