@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m bench.context_assembly [--sqlite] [--repeat 40]
+    python -m bench.context_assembly [--sqlite] [--repeat 40] [--no-million] [--sizes N ...]
 
 For 10², 10³, 10⁴, 10⁵ and (on PostgreSQL, unless ``--no-million``) 10⁶ messages in
 one (agent, user, organization) scope of a member of the organization (so recall reads

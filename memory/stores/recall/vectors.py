@@ -16,11 +16,15 @@ The vector side is bounded, whatever the history's size (two queries, each with 
    those at least :data:`VECTOR_FLOOR` close to the query are the vector list. The rows
    also hold what a hit shows of its message (its text, role, place and time, its
    session's day; its topic's title and state come with step 1), so the messages of the
-   list are built from them, the others never are: no third query (issue 43's bound).
+   list are built from them, and only those that can be shown: no third query (issue
+   43's bound).
 
 :func:`fuse` then gives each message ``1 / (RRF_K + rank)`` for each list it is in (ranks
 from 1) and sorts by the sum; a tie keeps the BM25 order. The query's vector is the one
-thing computed per turn (about 3 ms of CPU); every other vector is read.
+thing computed per turn (about 3 ms of CPU, once: the drift check embeds the stored
+message in the worker, after the turn); every other vector is read. What the rest costs a
+turn is mostly the driver's and the ORM's, so both reads are written out on PostgreSQL
+and carry no more than they must (issue 46: ``bench.context_assembly``'s ``+meaning``).
 """
 
 from __future__ import annotations
