@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m bench.context_assembly [--sqlite] [--repeat 40]
+    python -m bench.context_assembly [--sqlite] [--repeat 40] [--no-million] [--sizes N ...]
 
 For 10², 10³, 10⁴, 10⁵ and (on PostgreSQL, unless ``--no-million``) 10⁶ messages in
 one (agent, user, organization) scope of a member of the organization (so recall reads
@@ -304,18 +304,17 @@ def measure(session, *, repeat: int) -> dict:
 
 
 def store_vectors(session) -> None:
-    """The vectors the drift check would have stored: the scope's latest topics' and the
-    messages of those recall by meaning reads (memory/stores/recall/vectors.py)."""
+    """The vectors the drift check would have stored: of the topics recall by meaning
+    reads (memory/stores/recall/vectors.py: the scope's latest live ones, the current one
+    left out) and of their messages."""
     from memory.models import Message, Topic
     from memory.stores.recall.ranking import recall_sessions
     from memory.stores.recall.vectors import VECTOR_TOPICS
     from memory.stores.vectors import message_vectors, topic_vectors
 
-    topics = list(
-        Topic.objects.filter(session__in=recall_sessions(session=session)).order_by("-pk")[
-            :VECTOR_TOPICS
-        ]
-    )
+    live = Topic.objects.filter(session__in=recall_sessions(session=session), deprecated=False)
+    current = live.exclude(session=session, is_active=True)
+    topics = list(current.order_by("-pk")[:VECTOR_TOPICS])
     topic_vectors(topics)
     message_vectors(Message.objects.filter(topic__in=topics).conversation())
 
@@ -360,6 +359,9 @@ def main() -> int:
     parser.add_argument(
         "--no-million", action="store_true", help="skip the 10^6 row (PostgreSQL only)"
     )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="only these sizes (messages), e.g. 10000 100000"
+    )
     args = parser.parse_args()
 
     pg_name, sqlite_dir, label = configure(sqlite=args.sqlite)
@@ -376,6 +378,8 @@ def main() -> int:
             organization=organization, name="Bench", soul="You are Bench.", skills="Timing."
         )
         sizes = SIZES if args.no_million or not pg_name else (*SIZES, MILLION)
+        if args.sizes:
+            sizes = tuple(args.sizes)
         rows = measure_sizes(agent, sizes, repeat=args.repeat)
         if hasattr(cache, "delete_pattern"):
             cache.delete_pattern("*")

@@ -7,12 +7,16 @@ marked here with the ``packaged_encoder`` fixture load the packaged one
 
 from __future__ import annotations
 
+import random
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from memory.actions.context import assemble_context
 from memory.models import Message, Session, Topic
 from memory.stores.recall.ranking import search_past_chats
+from memory.stores.recall.vectors import Nearest, fuse
 from memory.stores.vectors import (
     message_vectors,
     read_topic_vectors,
@@ -94,6 +98,42 @@ def test_a_turn_reads_the_same_vectors_as_rows_as_the_stored_ones(session):
     (row,) = Topic.objects.filter(pk=topic.pk).values_list(*fields)
     (fresh,) = embed(["Piano\nBuying an upright piano."])
     assert np.allclose(read_topic_vectors([row])[0], fresh, atol=1e-6)  # stale: computed
+
+
+class _Counted(Nearest):
+    """Nearest messages that are built as bare ids, and say which were."""
+
+    def __init__(self, ids: list[int]):
+        super().__init__([(pk,) for pk in ids], [0.5] * len(ids), {})
+        self.built: list[int] = []
+
+    def message(self, pk: int):
+        self.built.append(pk)
+        return SimpleNamespace(pk=pk)
+
+
+def _hits(fused, kept: set[int], shown: int) -> list[int]:
+    return [message.pk for message in fused if message.pk in kept][:shown]
+
+
+def test_fusing_builds_only_the_messages_meaning_found_that_can_be_shown():
+    """A message only meaning found, ranked there past the hits shown, is never built: the
+    hits are the same as when every one it found is fused (random rankings; a message
+    BM25 found is a hit only when it holds a query word, one meaning found always is)."""
+    rng = random.Random(46)
+    for _ in range(300):
+        pool = list(range(1, 60))
+        by_words = [SimpleNamespace(pk=pk) for pk in rng.sample(pool, rng.randint(0, 30))]
+        meaning = rng.sample(pool, rng.randint(0, 40))
+        kept = {message.pk for message in by_words if rng.random() < 0.8} | set(meaning)
+        shown = rng.randint(1, 10)
+        nearest = _Counted(meaning)
+
+        cut = _hits(fuse(by_words, nearest, shown=shown), kept, shown)
+
+        assert set(nearest.built) <= set(meaning[:shown])
+        every = fuse(by_words, _Counted(meaning), shown=len(meaning))
+        assert cut == _hits(every, kept, shown)
 
 
 def test_a_turn_reads_vectors_and_never_writes_them(session, alice, agent):

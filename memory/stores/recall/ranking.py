@@ -192,9 +192,16 @@ def search_past_chats(
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
         by_meaning: set[int] = set()
         if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
-            nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
-            by_meaning = {message.pk for message, _ in nearest}
-            found = fuse(found, [message for message, _ in nearest])
+            nearest = vector_messages(
+                sessions=sessions,
+                exclude_topic_id=exclude_topic_id,
+                live_only=live_only,
+                query=query,
+                replies=replies,
+                limit=limit * 4,
+            )
+            by_meaning = set(nearest.ids)
+            found = fuse(found, nearest, shown=limit)
         candidates = [("message", message, message.content) for message in found]
         # The scope's newest topics only, and their notes: bounded, whatever the history
         # (an older topic's messages are still found, through the messages' index).
