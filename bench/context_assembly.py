@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m bench.context_assembly [--sqlite] [--repeat 40]
+    python -m bench.context_assembly [--sqlite] [--repeat 40] [--sizes 100,1000000]
 
 For 10², 10³, 10⁴, 10⁵ and (on PostgreSQL, unless ``--no-million``) 10⁶ messages in
 one (agent, user, organization) scope of a member of the organization (so recall reads
@@ -360,6 +360,11 @@ def main() -> int:
     parser.add_argument(
         "--no-million", action="store_true", help="skip the 10^6 row (PostgreSQL only)"
     )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(size) for size in text.split(",")),
+        help="only these sizes, comma-separated (e.g. 100,1000000: quicker to iterate on)",
+    )
     args = parser.parse_args()
 
     pg_name, sqlite_dir, label = configure(sqlite=args.sqlite)
@@ -376,6 +381,8 @@ def main() -> int:
             organization=organization, name="Bench", soul="You are Bench.", skills="Timing."
         )
         sizes = SIZES if args.no_million or not pg_name else (*SIZES, MILLION)
+        if args.sizes:
+            sizes = tuple(size for size in args.sizes if pg_name or size < MILLION)
         rows = measure_sizes(agent, sizes, repeat=args.repeat)
         if hasattr(cache, "delete_pattern"):
             cache.delete_pattern("*")
