@@ -190,17 +190,18 @@ def search_past_chats(
         else:
             rank = bm25_messages if messages_first else indexed_messages
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
-        by_meaning: set[int] = set()
-        if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
-            nearest = vector_messages(topics=topics, query=query, replies=replies, limit=limit * 4)
-            by_meaning = {message.pk for message, _ in nearest}
-            found = fuse(found, [message for message, _ in nearest])
-        candidates = [("message", message, message.content) for message in found]
-        # The scope's newest topics only, and their notes: bounded, whatever the history
-        # (an older topic's messages are still found, through the messages' index).
+        # The scope's newest topics only (their vectors, their titles and summaries, their
+        # notes): bounded, whatever the history (an older topic's messages are still found,
+        # through the messages' index).
         newest = _newest_topics(sessions, exclude_topic_id)
         if live_only:
             newest = newest.exclude(deprecated=True)
+        by_meaning: set[int] = set()
+        if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
+            nearest = vector_messages(topics=newest, query=query, replies=replies, limit=limit * 4)
+            by_meaning = {message.pk for message, _ in nearest}
+            found = fuse(found, [message for message, _ in nearest])
+        candidates = [("message", message, message.content) for message in found]
         candidates += _topic_candidates(newest, terms)
         candidates += _notes_candidates(newest, terms)
     hits = _ranked_hits(candidates, terms, keep=by_meaning)
@@ -211,7 +212,9 @@ def search_past_chats(
 
 
 def _newest_topics(sessions, exclude_topic_id: int | None):
-    """The scope's newest ``TOPICS_SEARCHED`` topics, from its newest sessions."""
+    """The scope's newest ``TOPICS_SEARCHED`` topics, from its newest sessions (the
+    ``(agent, user, organization, id)`` index read backwards: the scope's other sessions
+    are never read)."""
     recent = sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
     topics = Topic.objects.filter(session__in=recent)
     if exclude_topic_id is not None:
