@@ -37,8 +37,8 @@ stored result are removed from their assistant message (which is dropped if noth
 left), so the request is always valid.
 
 Assembly runs a constant number of queries whatever the history size: the session's topics
-(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index, with
-a count), persistent memory (from the cache when the scope is unchanged; see
+(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index; the
+topic is never counted), persistent memory (from the cache when the scope is unchanged; see
 memory/stores/persistent.py), and recall's. The session and its agent are the caller's.
 """
 

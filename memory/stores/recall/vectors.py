@@ -8,9 +8,10 @@ by meaning, and fused.
 
 The vector side is bounded, whatever the history's size (two queries, each with a LIMIT):
 
-1. the scope's latest :data:`VECTOR_TOPICS` topics (the current one left out) are ranked
-   by the vector of their title and summary (memory/stores/vectors.py: stored, computed
-   again only when the summary changed);
+1. the scope's newest :data:`VECTOR_TOPICS` topics (the current one left out; those
+   recall's words search too, from the scope's newest sessions: ``_newest_topics`` in
+   memory/stores/recall/ranking.py) are ranked by the vector of their title and summary
+   (memory/stores/vectors.py: stored, computed again only when the summary changed);
 2. the conversation messages of the best :data:`VECTOR_TOPICS_READ` of them (at most
    :data:`VECTOR_MESSAGES`, each topic's newest first) are ranked by their stored vectors, in numpy;
    those at least :data:`VECTOR_FLOOR` close to the query are the vector list. The rows
