@@ -379,7 +379,7 @@ def main() -> int:
         )
         sizes = SIZES if args.no_million or not pg_name else (*SIZES, MILLION)
         if args.sizes:
-            sizes = tuple(args.sizes)
+            sizes = tuple(size for size in args.sizes if pg_name or size < MILLION)
         rows = measure_sizes(agent, sizes, repeat=args.repeat)
         if hasattr(cache, "delete_pattern"):
             cache.delete_pattern("*")

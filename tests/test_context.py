@@ -10,6 +10,7 @@ from memory.actions.context import (
     EARLIER_TOPICS_INTRO,
     RECALL_HINT,
     assemble_context,
+    inspect_context,
     render_window,
 )
 from memory.actions.curation import do_agent_curation, do_user_curation
@@ -80,11 +81,19 @@ def test_the_window_keeps_its_first_message_while_a_long_topic_grows(session):
 
 def test_the_inspector_shows_the_window_policy(session):
     add_messages(session, 27)
-    span = assemble_context(session=session).as_dict()["window"]
+    span = inspect_context(session=session)["window"]
     assert span["topic_messages"] == 27 and span["kept"] == 11
     assert span["max_messages"] == 20 and span["block"] == 16
     assert "the last 5 to 20 messages" in span["policy"]
     assert "the oldest 16 are dropped at once" in span["policy"]
+
+
+def test_a_turn_never_counts_the_topic_past_its_window(session):
+    """The turn reads the newest 21 rows and no more: past the window, the topic's
+    length is the inspector's to count, not every turn's."""
+    add_messages(session, 27)
+    span = assemble_context(session=session).window
+    assert span.kept == 11 and span.topic_messages is None
 
 
 def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):

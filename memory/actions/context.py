@@ -37,8 +37,8 @@ stored result are removed from their assistant message (which is dropped if noth
 left), so the request is always valid.
 
 Assembly runs a constant number of queries whatever the history size: the session's topics
-(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index, with
-a count), persistent memory (from the cache when the scope is unchanged; see
+(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index; the
+topic is never counted), persistent memory (from the cache when the scope is unchanged; see
 memory/stores/persistent.py), and recall's. The session and its agent are the caller's.
 """
 
@@ -51,7 +51,7 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Case, Count, F, JSONField, OuterRef, Q, Subquery, TextField, When
+from django.db.models import Case, F, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
 from memory.actions.recalled import block_refs, window_recalled
@@ -101,7 +101,9 @@ class ContextLayer:
 class WindowSpan:
     """Which of the active topic's messages the window holds, and the rule that chose them."""
 
-    topic_messages: int  # the topic's messages the window may show (error records never)
+    # The topic's messages the window may show (error records never): None in a turn's
+    # assembly once past ``max_messages`` (a turn never counts them; the inspector does).
+    topic_messages: int | None
     kept: int  # the trailing ones it holds (before a call without its result is dropped)
     max_messages: int = ACTIVE_WINDOW_MESSAGES
     block: int = ACTIVE_WINDOW_BLOCK
@@ -279,8 +281,12 @@ def inspect_context(*, session: Session) -> dict:
     usage = usage_totals(session_id=session.pk)
     with turn_slots(user_id=session.user_id, organization_id=session.organization_id):
         stack = assemble_context(session=session)
+    shown = stack.as_dict()
+    if stack.window.topic_messages is None:  # past the window: counted here, for the panel
+        active = Message.objects.filter(topic__session=session, topic__is_active=True)
+        shown["window"]["topic_messages"] = active.exclude(role=Message.Role.ERROR).count()
     return {
-        **stack.as_dict(),
+        **shown,
         "cache": {
             "prompt_tokens": usage["prompt_tokens"],
             "cached_tokens": usage["cached_tokens"],
@@ -300,35 +306,38 @@ def trailing_window(
     earlier: list[dict] | None = None,
 ) -> tuple[list[dict], WindowSpan]:
     """The topic's trailing window in OpenAI format, made valid, with the earlier turns'
-    recalled blocks in place, and its span (one query: the newest ``size`` rows by the
-    ``(topic, -seq)`` index, each with the topic's message count, counted once; the span
-    then says how many of them are kept). The blocks' passages are added to ``earlier``."""
+    recalled blocks in place, and its span (one query: the newest ``size + 1`` rows by the
+    ``(topic, -seq)`` index, whatever the topic's length; the span then says how many of
+    them are kept). The blocks' passages are added to ``earlier``."""
     messages = Message.objects.filter(topic_id=topic_id).exclude(role=Message.Role.ERROR)
-    total = messages.order_by().values("topic_id").annotate(total=Count("pk")).values("total")
     rows = list(
-        messages.annotate(total=Subquery(total))
-        .order_by("-seq")
-        .values(
-            "role", "content", "tool_calls", "tool_call_id", "recalled", "memory_trace", "total"
-        )[:size]
+        messages.order_by("-seq").values(
+            "seq", "role", "content", "tool_calls", "tool_call_id", "recalled", "memory_trace"
+        )[: size + 1]
     )
-    span = window_span(rows[0]["total"] if rows else 0, size=size, block=block)
+    span = window_span([row["seq"] for row in rows], size=size, block=block)
     rows = rows[: span.kept]
     rows.reverse()
     return render_window(rows, earlier=earlier), span
 
 
-def window_span(total: int, *, size: int, block: int) -> WindowSpan:
-    """How many trailing messages of ``total`` the window keeps: all up to ``size``; past
-    it, trims happen ``block`` messages at a time at fixed positions, so it keeps between
-    ``size - block + 1`` and ``size``."""
+def window_span(seqs: Sequence[int], *, size: int, block: int) -> WindowSpan:
+    """How many of the topic's newest messages the window keeps, from their sequence
+    numbers (``seqs``, newest first, up to ``size + 1`` of them): all up to ``size``; past
+    it, trims happen ``block`` sequence numbers at a time at fixed positions (the session's
+    numbers ``1..block``, ``block+1..2*block``, ...): the window starts at the first of
+    those blocks the newest ``size`` hold whole, so it keeps between ``size - block + 1``
+    and ``size`` and its first message stays put until the next trim. Counting
+    sequence numbers, not the topic's messages, it never counts the topic: the same at
+    any length (in a topic of its session's messages from the first, with no error
+    record among them, the two are the same)."""
     if not 1 <= block <= size:
         raise ValueError(f"the window block must be 1..{size}, got {block}")
-    if total <= size:
-        return WindowSpan(topic_messages=total, kept=total, max_messages=size, block=block)
-    floor = size - block
-    kept = floor + (total - floor - 1) % block + 1
-    return WindowSpan(topic_messages=total, kept=kept, max_messages=size, block=block)
+    if len(seqs) <= size:
+        return WindowSpan(topic_messages=len(seqs), kept=len(seqs), max_messages=size, block=block)
+    left_out = (seqs[size] - 1) // block  # the block of the newest message left out
+    kept = sum(1 for seq in seqs[:size] if (seq - 1) // block > left_out)
+    return WindowSpan(topic_messages=None, kept=kept, max_messages=size, block=block)
 
 
 def render_window(rows: list[dict[str, Any]], *, earlier: list[dict] | None = None) -> list[dict]:

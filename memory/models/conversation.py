@@ -97,7 +97,9 @@ class Session(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [
-            models.Index(fields=["agent", "user", "organization"], name="session_scope_idx"),
+            # Ending with the id: a scope's newest sessions are read from its end (recall's
+            # newest topics), not sorted out of all of them.
+            models.Index(fields=["agent", "user", "organization", "id"], name="session_scope_idx"),
             models.Index(
                 fields=["evaluation_due_at"],
                 condition=Q(evaluation_due_at__isnull=False),

@@ -11,8 +11,8 @@ many. Each candidate comes with its topic and session in the same statement. No 
 counted over the scope per turn: how rare a term is, recall reads among the candidates
 (``bm25_ranked`` in memory/stores/recall/ranking.py).
 
-The statement runs under ``RECALL_TIMEOUT_MS`` (``SET LOCAL statement_timeout``, in a
-transaction of its own): past it, ``RecallTooSlow`` (a ``SearchError``), which the
+The statement runs under ``RECALL_TIMEOUT_MS`` (``statement_timeout``, set locally, in a
+transaction of its own, with no JIT): past it, ``RecallTooSlow`` (a ``SearchError``), which the
 context answers with no passages and the tool as a refused query; either way logged.
 """
 
@@ -38,10 +38,13 @@ RECALL_TIMEOUT_MS = 300  # one recall's statements; past it, no passages (logged
 _CONVERSATION = "(m.role = 'user' OR (m.role = 'assistant' AND m.tool_calls = '[]'::jsonb))"
 # The window: the user's newest messages from before the current topic began, and the
 # newest since then (another session's, in between): two ranges of the (user, id) btree,
-# each LIMITed, so neither the current topic's length nor the table's counts.
+# each LIMITed, so neither the current topic's length nor the table's counts. The scope is
+# never listed: each session the window holds is checked against it once, by its primary
+# key (``_in_scope``), and an older match by its own session's. A scalar subquery, which
+# the planner runs per row, where an EXISTS or IN would be turned into a join that reads
+# every session of the scope.
 _IDS_SQL = f"""
-WITH scope(id) AS MATERIALIZED ({{scope}}),
-terms AS MATERIALIZED (
+WITH terms AS MATERIALIZED (
     SELECT to_tsquery('{PG_CONFIG}', term) AS q FROM unnest(%s::text[]) AS term),
 began AS MATERIALIZED (
     SELECT coalesce((SELECT m.id FROM memory_message AS m WHERE m.topic_id = %s
@@ -56,9 +59,12 @@ newest AS MATERIALIZED (
         FROM memory_message AS m
         WHERE m.recall_user_id = %s AND m.id < (SELECT id FROM began)
         ORDER BY m.recall_user_id DESC, m.id DESC LIMIT {RECALL_WINDOW})),
+scope AS MATERIALIZED (
+    SELECT w.id FROM (SELECT DISTINCT session_id AS id FROM newest) AS w
+    WHERE w.id = ({{window_in_scope}})),
 win AS MATERIALIZED (
     SELECT m.id, m.search_vector FROM newest AS m
-    WHERE m.session_id IN (SELECT id FROM scope) AND m.topic_id <> %s AND {{roles}}),
+    WHERE m.session_id = ANY (ARRAY(SELECT id FROM scope)) AND m.topic_id <> %s AND {{roles}}),
 oldest AS MATERIALIZED (
     SELECT coalesce(min(id), 0) AS id FROM newest WHERE id < (SELECT id FROM began))
 -- The window is read in the order it was written, newest first: a common word stops the
@@ -69,9 +75,8 @@ CROSS JOIN LATERAL (
     UNION ALL
     (SELECT m.id FROM memory_message AS m
         WHERE m.recall_user_id = %s AND m.search_vector @@ t.q
-            AND m.id + 0 < (SELECT id FROM oldest)
-            AND m.session_id + 0 IN (SELECT id FROM scope) AND m.topic_id <> %s
-            AND {{roles}}
+            AND m.id + 0 < (SELECT id FROM oldest) AND m.topic_id <> %s AND {{roles}}
+            AND m.session_id = ({{match_in_scope}})
         LIMIT {RECALL_PER_TERM})
     LIMIT {RECALL_PER_TERM}) AS c
 """
@@ -101,10 +106,15 @@ def time_limited_recall() -> Iterator[None]:
     outer = connection.in_atomic_block
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL statement_timeout = {RECALL_TIMEOUT_MS}")
+            # No JIT: compiling the statement (its cost estimate is of a scan the LIMITs
+            # stop early) took over a second at 10^6 messages, for a run of milliseconds.
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true), set_config('jit', 'off', true)",
+                [str(RECALL_TIMEOUT_MS)],
+            )
             yield
-            if outer:  # the enclosing transaction goes on: its own timeout again
-                cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+            if outer:  # the enclosing transaction goes on: its own settings again
+                cursor.execute("SET LOCAL statement_timeout TO DEFAULT; SET LOCAL jit TO DEFAULT")
     except OperationalError as err:
         if getattr(err.__cause__, "sqlstate", None) == "57014":  # query_canceled
             logger.warning("recall stopped after %d ms: no passages", RECALL_TIMEOUT_MS)
@@ -117,11 +127,30 @@ def scoped_messages(
 ) -> list[Message]:
     """The candidate messages of a recall (see the module's docstring), with topic and
     session, newest first: one statement."""
-    scope_sql, scope_params = sessions.values("pk").query.sql_with_params()
+    window_sql, window_params = _in_scope(sessions, "w.id")
+    match_sql, match_params = _in_scope(sessions, "m.session_id")
     roles = _CONVERSATION if replies else "m.role = 'user'"
-    sql = _IDS_SQL.format(scope=scope_sql, roles=roles)
+    sql = _IDS_SQL.format(window_in_scope=window_sql, match_in_scope=match_sql, roles=roles)
     excluded = exclude_topic_id if exclude_topic_id is not None else 0
     queries = [f"{term}:*" for term in terms]
-    params = [*scope_params, queries, excluded, user_id, user_id, excluded, user_id, excluded]
+    params = [
+        queries,
+        excluded,
+        user_id,
+        user_id,
+        *window_params,
+        excluded,
+        user_id,
+        excluded,
+        *match_params,
+    ]
     rows = Message.objects.filter(pk__in=RawSQL(sql, params)).with_place().order_by("-pk")
     return list(rows)
+
+
+def _in_scope(sessions, session_id: str) -> tuple[str, tuple]:
+    """``sessions`` (the scope) said of the one session whose id is the SQL ``session_id``:
+    a primary-key lookup with the scope's conditions, whose one row is that id when the
+    session is in the scope (none otherwise)."""
+    one = sessions.filter(pk=RawSQL(session_id, ())).order_by().values("pk")
+    return one.query.sql_with_params()

@@ -190,10 +190,17 @@ def search_past_chats(
         else:
             rank = bm25_messages if messages_first else indexed_messages
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
+        # The scope's newest topics only (their vectors, their titles and summaries, their
+        # notes): bounded, whatever the history (an older topic's messages are still found,
+        # through the messages' index).
+        recent = _recent_sessions(sessions)
+        newest = _newest_topics(recent, exclude_topic_id)
+        if live_only:
+            newest = newest.exclude(deprecated=True)
         by_meaning: set[int] = set()
         if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
             nearest = vector_messages(
-                sessions=sessions,
+                sessions=recent,
                 exclude_topic_id=exclude_topic_id,
                 live_only=live_only,
                 query=query,
@@ -203,11 +210,6 @@ def search_past_chats(
             by_meaning = set(nearest.ids)
             found = fuse(found, nearest, shown=limit)
         candidates = [("message", message, message.content) for message in found]
-        # The scope's newest topics only, and their notes: bounded, whatever the history
-        # (an older topic's messages are still found, through the messages' index).
-        newest = _newest_topics(sessions, exclude_topic_id)
-        if live_only:
-            newest = newest.exclude(deprecated=True)
         candidates += _topic_candidates(newest, terms)
         candidates += _notes_candidates(newest, terms)
     hits = _ranked_hits(candidates, terms, keep=by_meaning)
@@ -217,9 +219,16 @@ def search_past_chats(
     return hits[:limit]
 
 
-def _newest_topics(sessions, exclude_topic_id: int | None):
-    """The scope's newest ``TOPICS_SEARCHED`` topics, from its newest sessions."""
-    recent = sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
+def _recent_sessions(sessions):
+    """The ids of the scope's newest ``TOPICS_SEARCHED`` sessions, as a subquery (the
+    ``(agent, user, organization, id)`` index read backwards: the scope's other sessions
+    are never read)."""
+    return sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
+
+
+def _newest_topics(recent, exclude_topic_id: int | None):
+    """The scope's newest ``TOPICS_SEARCHED`` topics, from its ``recent`` sessions
+    (``_recent_sessions``)."""
     topics = Topic.objects.filter(session__in=recent)
     if exclude_topic_id is not None:
         topics = topics.exclude(pk=exclude_topic_id)

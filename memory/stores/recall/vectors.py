@@ -8,9 +8,10 @@ by meaning, and fused.
 
 The vector side is bounded, whatever the history's size (two queries, each with a LIMIT):
 
-1. the scope's latest :data:`VECTOR_TOPICS` topics (the current one left out) are ranked
-   by the vector of their title and summary (memory/stores/vectors.py: stored, computed
-   again only when the summary changed);
+1. the scope's newest :data:`VECTOR_TOPICS` topics (the current one left out; those
+   recall's words search too, from the scope's newest sessions: ``_newest_topics`` in
+   memory/stores/recall/ranking.py) are ranked by the vector of their title and summary
+   (memory/stores/vectors.py: stored, computed again only when the summary changed);
 2. the conversation messages of the best :data:`VECTOR_TOPICS_READ` of them (at most
    :data:`VECTOR_MESSAGES`, each topic's newest first) are ranked by their stored vectors, in numpy;
    those at least :data:`VECTOR_FLOOR` close to the query are the vector list. The rows
@@ -133,7 +134,8 @@ def vector_messages(
     replies: bool,
     limit: int,
 ) -> Nearest:
-    """The conversation messages of the topics of ``sessions`` (but ``exclude_topic_id``;
+    """The conversation messages of the topics of ``sessions`` (a subquery of session ids,
+    ``values("pk")``: recall's ``_recent_sessions``) (but ``exclude_topic_id``;
     ``live_only``: no deprecated one) nearest ``query`` in meaning, best first, with their
     cosine (only those at least :data:`VECTOR_FLOOR`); each, when built, with topic and
     session loaded (what recall's hits read of them: the other columns are deferred).
@@ -170,7 +172,7 @@ def _topic_rows(sessions, *, exclude_topic_id: int | None, live_only: bool) -> l
             topics = topics.exclude(deprecated=True)
         fields = (*TOPIC_FIELDS, *TOPIC_STATE)
         return list(topics.order_by("-pk").values_list(*fields)[:VECTOR_TOPICS])
-    scope, params = sessions.values("pk").query.sql_with_params()
+    scope, params = sessions.query.sql_with_params()
     live = " AND NOT t.deprecated" if live_only else ""
     sql = _TOPICS_SQL.format(scope=scope, live=live)
     seen = (encoder_name(), sql, *params)
