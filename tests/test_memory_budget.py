@@ -8,9 +8,15 @@ import pytest
 from memory.actions.context import assemble_context
 from memory.actions.summarize import do_summarize_topic
 from memory.lib.limits import MAX_SUMMARY_CHARS
-from memory.lib.tokens import estimate_tokens
+from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.models import Agent, Session, Topic
-from memory.stores.persistent import entry_cap, get_persistent_memory
+from memory.stores.persistent import (
+    _as_row,
+    _entry,
+    entry_cap,
+    get_persistent_memory,
+    truncate_to_budget,
+)
 from tests.evaluation_helpers import converse, summary_answer
 from tests.memory_builders import add_topic
 
@@ -108,3 +114,25 @@ def test_a_model_summary_longer_than_the_limit_is_clipped_to_it(fake_openai, ses
     topic.refresh_from_db()
     assert len(topic.summary) <= MAX_SUMMARY_CHARS
     assert topic.summary.startswith("Garden. www") and topic.summary.endswith("…")
+
+
+@pytest.mark.parametrize("budget", [0, 64, 300, 2_000])
+def test_the_budget_keeps_the_newest_entries_that_fit_from_entries_or_cached_rows(budget):
+    """FIFO truncation, whatever the form it is given: the newest entries whose capped
+    lines fit, the rest dropped oldest first; the cache's rows (what a turn passes, so the
+    thousands a long-lived scope drops are never built) give the same block."""
+    entries = tuple(
+        _entry(pk, 1, f"Topic {pk}", "Said and decided. " * (1 + pk % 40), pk % 5 == 0, None, None)
+        for pk in range(300)
+    )
+    rows = tuple(_as_row(entry) for entry in entries)
+    capped = [entry.capped(entry_cap(budget)) for entry in entries]
+    start = oldest_to_drop([entry.tokens for entry in capped], budget)
+
+    block = truncate_to_budget(entries, budget=budget)
+
+    assert block.entries == tuple(capped[start:])
+    assert block.dropped == entries[:start]
+    assert block.dropped_titles == tuple(f"Topic {pk}" for pk in range(start))
+    assert truncate_to_budget(rows, budget=budget) == block
+    assert 0 < start < 300 or budget in (0, 2_000)

@@ -224,7 +224,7 @@ def assemble_context(
         layers=(stable, semi_stable, volatile),
         messages=messages,
         tools=tools,
-        dropped=tuple(entry.title for entry in memory.dropped),
+        dropped=memory.dropped_titles,
         window=span,
         dropped_earlier_topics=prior_dropped,
         shape=shape,

@@ -41,9 +41,10 @@ rejects them instead of serving a stale block.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 
 from django.core.cache import cache
 from django.db import transaction
@@ -58,7 +59,7 @@ from memory.lib.text import (
     record_text,
     shown_topic_title,
 )
-from memory.lib.tokens import CHARS_PER_TOKEN, estimate_tokens, oldest_to_drop
+from memory.lib.tokens import CHARS_PER_TOKEN, estimate_tokens
 from memory.models import Message, Session, Topic
 
 # A safety net only: every change invalidates explicitly.
@@ -174,13 +175,29 @@ class MemoryEntry:
         return replace(entry, tokens=estimate_tokens(entry.line))
 
 
+# An entry as the cache holds it (``MemoryEntry``'s fields but ``clipped``, in order).
+EntryRow = tuple
+
+
 @dataclass(frozen=True)
 class PersistentMemory:
     entries: tuple[MemoryEntry, ...]  # kept, oldest first
-    dropped: tuple[MemoryEntry, ...]  # dropped by the budget, oldest first
+    # Dropped by the budget, oldest first, as the cache's rows. A long-lived scope drops
+    # thousands, and a turn reads only their titles, so they are built as entries only
+    # when asked for (``dropped``): building them all cost a turn about 17 ms at 7,672
+    # entries (``bench.context_assembly`` at 10⁶ messages).
+    dropped_rows: tuple[EntryRow, ...]
     budget: int
     tokens: int  # approximate tokens of ``text``
     text: str  # the rendered block ("" when no entry is kept)
+
+    @cached_property
+    def dropped(self) -> tuple[MemoryEntry, ...]:
+        return tuple(_as_entry(row) for row in self.dropped_rows)
+
+    @property
+    def dropped_titles(self) -> tuple[str, ...]:
+        return tuple(row[2] for row in self.dropped_rows)
 
     @property
     def clipped(self) -> tuple[MemoryEntry, ...]:
@@ -228,40 +245,66 @@ def _drop(scope_key: str) -> None:
 
 def get_persistent_memory(*, session: Session) -> PersistentMemory:
     """The block as ``session`` sees it: the scope's entries minus its own topics."""
-    entries = tuple(e for e in scope_memory_entries(session=session) if e.session_id != session.pk)
-    return truncate_to_budget(entries, budget=session.agent.memory_token_budget)
+    rows = tuple(row for row in _scope_rows(session) if row[1] != session.pk)
+    return truncate_to_budget(rows, budget=session.agent.memory_token_budget)
 
 
-def truncate_to_budget(entries: tuple[MemoryEntry, ...], *, budget: int) -> PersistentMemory:
+def truncate_to_budget(
+    entries: Sequence[MemoryEntry | EntryRow], *, budget: int
+) -> PersistentMemory:
     """Each entry capped (:func:`entry_cap`); then keep the newest entries that fit
-    and drop from the oldest (FIFO)."""
+    and drop from the oldest (FIFO). Walked from the newest, so only the entries kept
+    are built and capped (``entries`` may be the cache's rows)."""
     cap = entry_cap(budget)
-    entries = tuple(entry.capped(cap) for entry in entries)
-    start = oldest_to_drop([entry.tokens for entry in entries], budget)
-    kept, dropped = entries[start:], entries[:start]
+    kept: list[MemoryEntry] = []
+    spent = 0
+    for row in reversed(entries):
+        entry = _as_entry(row).capped(cap)
+        if spent + entry.tokens > budget:
+            break
+        spent += entry.tokens
+        kept.append(entry)
+    kept.reverse()
     text = "\n".join([MEMORY_HEADER, *(entry.line for entry in kept)]) if kept else ""
     return PersistentMemory(
-        entries=kept, dropped=dropped, budget=budget, tokens=estimate_tokens(text), text=text
+        entries=tuple(kept),
+        dropped_rows=tuple(map(_as_row, entries[: len(entries) - len(kept)])),
+        budget=budget,
+        tokens=estimate_tokens(text),
+        text=text,
     )
 
 
 def scope_memory_entries(*, session: Session) -> tuple[MemoryEntry, ...]:
     """Every entry of the session's scope, oldest first, through the cache."""
+    return tuple(_as_entry(row) for row in _scope_rows(session))
+
+
+def _as_entry(row: MemoryEntry | EntryRow) -> MemoryEntry:
+    return row if isinstance(row, MemoryEntry) else MemoryEntry(*row)
+
+
+def _as_row(entry: MemoryEntry | EntryRow) -> EntryRow:
+    """An entry as the cache holds it (plain tuples: cheaper to pickle and load on every
+    turn than dataclasses)."""
+    if not isinstance(entry, MemoryEntry):
+        return entry
+    e = entry
+    return (e.topic_id, e.session_id, e.title, e.summary, e.deprecated, e.tokens, e.days)
+
+
+def _scope_rows(session: Session) -> tuple[EntryRow, ...]:
+    """Every entry of the session's scope as the cache holds it, oldest first."""
     scope_key = session.memory_scope_key
     key, generation_key = memory_cache_key(scope_key), _generation_key(scope_key)
     found = cache.get_many([key, generation_key])
     generation = found.get(generation_key)
     cached = found.get(key)
     if isinstance(cached, dict) and cached.get("generation") == generation:
-        return tuple(MemoryEntry(*row) for row in cached["entries"])
-    entries = _fetch_entries(session)
-    # Plain tuples, not dataclasses: cheaper to pickle and load on every turn.
-    rows = [
-        (e.topic_id, e.session_id, e.title, e.summary, e.deprecated, e.tokens, e.days)
-        for e in entries
-    ]
-    cache.set(key, {"generation": generation, "entries": rows}, CACHE_SECONDS)
-    return entries
+        return tuple(cached["entries"])
+    rows = tuple(map(_as_row, _fetch_entries(session)))
+    cache.set(key, {"generation": generation, "entries": list(rows)}, CACHE_SECONDS)
+    return rows
 
 
 def _fetch_entries(session: Session) -> tuple[MemoryEntry, ...]:
