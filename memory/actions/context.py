@@ -20,16 +20,14 @@ cache keeps hitting from turn to turn:
    ``ACTIVE_WINDOW_MESSAGES`` messages, tool calls and their results included, with the
    passages recalled from earlier conversations for the user's latest message right
    before it (``RECALL_IN_CONTEXT``), then the working memory as a last system message.
-   An earlier turn's recalled block (stored on its reply, ``Message.recalled``) stays right
-   before the message it answered while that message is in the window, so a request
-   extends the one before it instead of rewriting it from the last question on; the new
-   block quotes only passages none of those hold, and leaves the window with its message.
+   An earlier turn's recalled block stays before the message it answered while that
+   message is in the window, so a request extends the one before it (the new block quotes
+   only what those do not: memory/actions/recalled.py).
 
 The window is cache-aligned: it is trimmed ``ACTIVE_WINDOW_BLOCK`` messages at a time, at
-fixed positions of the topic (from its 17th, 33rd, 49th... message with the defaults), not
-one message a turn. Between two trims every request extends the one before it, so the
-provider serves everything but the newest messages from its prompt cache; a window that
-slid by one message a turn would change the first message after the prefixes every turn.
+fixed positions (the session's messages 17, 33, 49... with the defaults), not one message
+a turn, so between two trims every request extends the one before it and the provider
+serves all but the newest messages from its prompt cache.
 
 The window never sends an ``error`` record and never splits a tool call from its results:
 leading results whose call fell outside the window are dropped, and calls that have no
@@ -37,9 +35,9 @@ stored result are removed from their assistant message (which is dropped if noth
 left), so the request is always valid.
 
 Assembly runs a constant number of queries whatever the history size: the session's topics
-(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index; the
-topic is never counted), persistent memory (from the cache when the scope is unchanged; see
-memory/stores/persistent.py), and recall's. The session and its agent are the caller's.
+(with notes, facts, drift result), the window (a LIMIT on the ``(topic, -seq)`` index),
+persistent memory (cached: memory/stores/persistent.py), and recall's. The session and its
+agent are the caller's; the topic is never counted.
 """
 
 from __future__ import annotations
@@ -101,9 +99,7 @@ class ContextLayer:
 class WindowSpan:
     """Which of the active topic's messages the window holds, and the rule that chose them."""
 
-    # The topic's messages the window may show (error records never): None in a turn's
-    # assembly once past ``max_messages`` (a turn never counts them; the inspector does).
-    topic_messages: int | None
+    topic_messages: int | None  # error records never; past the window, None (uncounted)
     kept: int  # the trailing ones it holds (before a call without its result is dropped)
     max_messages: int = ACTIVE_WINDOW_MESSAGES
     block: int = ACTIVE_WINDOW_BLOCK
@@ -274,10 +270,9 @@ def _stable_layer(
 
 
 def inspect_context(*, session: Session) -> dict:
-    """What the agent sees on its next turn, plus how well the provider cache has served
-    the session so far (the sum of cached over prompt tokens of its replies). It costs
-    what a turn's assembly costs, recall included, so it holds a turn's slots of the user
-    and the organization while it runs: past their caps, TurnCapReached (429)."""
+    """What the agent sees on its next turn, and how well the provider cache has served the
+    session (cached over prompt tokens of its replies). It costs a turn's assembly, recall
+    included, so it holds the user's and organization's turn slots: past their caps, 429."""
     usage = usage_totals(session_id=session.pk)
     with turn_slots(user_id=session.user_id, organization_id=session.organization_id):
         stack = assemble_context(session=session)
@@ -322,15 +317,11 @@ def trailing_window(
 
 
 def window_span(seqs: Sequence[int], *, size: int, block: int) -> WindowSpan:
-    """How many of the topic's newest messages the window keeps, from their sequence
-    numbers (``seqs``, newest first, up to ``size + 1`` of them): all up to ``size``; past
-    it, trims happen ``block`` sequence numbers at a time at fixed positions (the session's
-    numbers ``1..block``, ``block+1..2*block``, ...): the window starts at the first of
-    those blocks the newest ``size`` hold whole, so it keeps between ``size - block + 1``
-    and ``size`` and its first message stays put until the next trim. Counting
-    sequence numbers, not the topic's messages, it never counts the topic: the same at
-    any length (in a topic of its session's messages from the first, with no error
-    record among them, the two are the same)."""
+    """How many of the topic's newest messages (``seqs``: their sequence numbers, newest
+    first, up to ``size + 1``) the window keeps: all up to ``size``; past it, it starts at
+    the first block of ``block`` sequence numbers (``1..block``, ``block+1..2*block``...)
+    the newest ``size`` hold whole: between ``size - block + 1`` and ``size``, the topic
+    never counted."""
     if not 1 <= block <= size:
         raise ValueError(f"the window block must be 1..{size}, got {block}")
     if len(seqs) <= size:
