@@ -12,6 +12,7 @@ from memory.actions.context import (
     assemble_context,
     inspect_context,
     render_window,
+    window_span,
 )
 from memory.actions.curation import do_agent_curation, do_user_curation
 from memory.actions.tools import dispatch_tool_calls
@@ -94,6 +95,22 @@ def test_a_turn_never_counts_the_topic_past_its_window(session):
     add_messages(session, 27)
     span = assemble_context(session=session).window
     assert span.kept == 11 and span.topic_messages is None
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_the_window_keeps_5_to_20_and_trims_at_fixed_places_when_numbers_have_gaps(step):
+    """The trims are placed on sequence numbers: a topic whose numbers have gaps (error
+    records, another topic's messages) still keeps between 5 and 20 messages, and its
+    first message moves only at a trim, never one message a turn."""
+    firsts = []
+    for length in range(1, 120):
+        seqs = [1 + step * i for i in reversed(range(length))][:21]  # newest first
+        span = window_span(seqs, size=20, block=16)
+        assert min(length, 5) <= span.kept <= 20
+        firsts.append(seqs[span.kept - 1])
+    moves = [i for i in range(1, len(firsts)) if firsts[i] != firsts[i - 1]]
+    assert firsts == sorted(firsts)
+    assert all(later - earlier >= 16 // step for earlier, later in itertools.pairwise(moves))
 
 
 def test_a_short_topic_is_sent_whole_and_ends_with_the_new_user_message(session):
