@@ -136,3 +136,64 @@ def topic_vectors(topics: Iterable[Topic], *, store: bool = True) -> dict[int, n
 
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+# --------------------------------------------------------------------------- #
+# Backfill: rows stored before vectors existed (memory/actions/backfill.py)
+# --------------------------------------------------------------------------- #
+
+
+def messages_without_vectors():
+    """Messages with no vector of this encoder (none stored, or another encoder's)."""
+    return Message.objects.annotate(embedding_size=Length("embedding")).filter(
+        Q(embedding__isnull=True) | ~Q(embedding_size=2 * dimensions())
+    )
+
+
+def store_message_vectors(*, after: int, batch_size: int) -> tuple[int, int]:
+    """Embed and store the vectors of the next ``batch_size`` messages without one, by
+    primary key after ``after``. Returns (how many were stored, the last primary key read;
+    ``after`` when none was left). Only the batch's ids and texts are held in memory."""
+    rows = list(
+        messages_without_vectors()
+        .filter(pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "content")[:batch_size]
+    )
+    if not rows:
+        return 0, after
+    vectors = embed([content for _, content in rows])
+    updated = [
+        Message(pk=pk, embedding=to_bytes(vector))
+        for (pk, _), vector in zip(rows, vectors, strict=True)
+    ]
+    Message.objects.bulk_update(updated, ["embedding"], batch_size=batch_size)
+    return len(rows), rows[-1][0]
+
+
+def store_topic_vectors(*, after: int, batch_size: int) -> tuple[int, int]:
+    """Embed and store the vectors of the topics among the next ``batch_size`` after
+    ``after`` (by primary key) whose vector is missing or of an older title or summary.
+    Returns (how many were stored, the last primary key read; ``after`` at the end)."""
+    rows = list(
+        Topic.objects.filter(pk__gt=after)
+        .annotate(embedding_size=Length("embedding"))
+        .order_by("pk")
+        .values_list("pk", "embedding_size", "embedding_key", "title", "summary")[:batch_size]
+    )
+    if not rows:
+        return 0, after
+    width = 2 * dimensions()
+    stale = []
+    for pk, size, key, title, summary in rows:
+        text = _topic_text(title, summary)
+        if size != width or key != _digest(text):
+            stale.append((pk, text))
+    if stale:
+        vectors = embed([text for _, text in stale])
+        updated = [
+            Topic(pk=pk, embedding=to_bytes(vector), embedding_key=_digest(text))
+            for (pk, text), vector in zip(stale, vectors, strict=True)
+        ]
+        Topic.objects.bulk_update(updated, ["embedding", "embedding_key"], batch_size=batch_size)
+    return len(stale), rows[-1][0]
