@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python -m bench.chat_load [--embedded] [--clients 10] [--load-clients 100]
                               [--messages 4] [--repeats 3] [--rows cpu,load]
+                              [--unembedded-history]
 
 It starts everything it needs and stops it again: a zero-latency fake OpenAI-compatible
 model in this process (tests/fake_openai.py, answering every request at once, word by
@@ -34,7 +35,9 @@ threads, over the row); on the batched ones, a row of ``--load-clients`` clients
 replies measures turns per second, one process against two.
 Each client is its own user, made for its row (rows compare: no user brings the history of
 an earlier row), in a new session; the CPU rows are short replies and long ones for new
-users, and long ones for returning users (60 earlier messages that recall finds). Each row
+users, and long ones for returning users (60 earlier messages that recall finds, with the
+sentence vectors their evaluations stored; ``--unembedded-history``: without them, so
+recall embeds them again in the turns, as for a history no evaluation saw). Each row
 also reports the SQL statements and Redis commands the servers sent per turn (counted in
 the server processes: bench/counting.py). All clients start at once and send ``--messages``
 messages one after another, each after the previous ``turn.done``. The bench reports
@@ -371,6 +374,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the three servers")
     parser.add_argument("--row-timeout", type=float, default=600.0, help="seconds per row")
     parser.add_argument("--rows", default="cpu,load", help="which rows: cpu, load or both")
+    parser.add_argument(
+        "--unembedded-history",
+        action="store_true",
+        help="returning users' earlier messages without the vectors evaluations store",
+    )
     args = parser.parse_args()
     if not 1 <= args.clients <= 500 or not 1 <= args.load_clients <= 500:
         parser.error("clients must be 1..500")
@@ -417,7 +425,7 @@ def _run(args, env, servers: list, plans: dict) -> tuple[list[dict], int, list[s
         from tests.fake_openai import FakeOpenAI
 
         fake = FakeOpenAI(responder=respond)
-        population = Population()
+        population = Population(history_vectors=not args.unembedded_history)
         model_env = {
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "bench-key",
@@ -541,6 +549,7 @@ def _finish(args, rows: list[dict], medians: dict) -> int:
         "turns_per_s": {"1": rate(batched), "2": rate(two)},
         "scale_2_vs_1": _ratio(rate(two), rate(batched)),
         "load_clients": args.load_clients,
+        "returning_history": "unembedded" if args.unembedded_history else "vectors stored",
         "bench_cpu_pct": round(statistics.median(row["bench_cpu_pct"] for row in rows), 1),
         "rows": [
             {

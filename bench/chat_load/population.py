@@ -1,5 +1,6 @@
 """The chat-load bench's users: made for each row, each with a login cookie and a fresh
-session; a returning user has earlier chats that recall finds. And the long replies the
+session; a returning user has earlier chats that recall finds (with the sentence
+vectors their evaluations stored). And the long replies the
 fake model streams."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Population:
     cookie and a fresh session; a returning user has earlier chats (``history``
     messages in a session of their own) that recall finds."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, history_vectors: bool = True) -> None:
         from django.core.management import call_command
 
         from memory.models import Agent, Organization
@@ -54,6 +55,7 @@ class Population:
             skills="Answering quickly.",
         )
         self.made = 0
+        self.history_vectors = history_vectors
 
     def _user(self) -> tuple[object, str]:
         from django.conf import settings
@@ -69,8 +71,13 @@ class Population:
         return user, f"{settings.SESSION_COOKIE_NAME}={cookie}"
 
     def _history(self, user, messages: int) -> None:
-        """An earlier session of ``messages`` messages, said as the bench's turns say them."""
+        """An earlier session of ``messages`` messages, said as the bench's turns say them,
+        with the sentence vectors its evaluations stored (the drift check stores every
+        message's, the refresh its topic's: memory/actions/evaluation.py), unless
+        ``history_vectors`` is off: then recall embeds the history again in the turns
+        (memory/stores/vectors.py ``read_vectors``), as for a history no evaluation saw."""
         from memory.models import Message, Session
+        from memory.stores.vectors import message_vectors, topic_vectors
 
         session = Session.objects.start(user=user, agent=self.agent, title="Earlier")
         topic = session.topics.get()
@@ -90,6 +97,9 @@ class Population:
         topic.is_active = False
         topic.title = "Earlier load"
         topic.save(update_fields=["is_active", "title"])
+        if self.history_vectors:
+            message_vectors(Message.objects.filter(topic=topic))
+            topic_vectors([topic])
         session.topics.create(title="", is_active=True)
 
     def clients(self, count: int, *, history: int = 0) -> list[Client]:
