@@ -151,49 +151,34 @@ def messages_without_vectors():
 
 
 def store_message_vectors(*, after: int, batch_size: int) -> tuple[int, int]:
-    """Embed and store the vectors of the next ``batch_size`` messages without one, by
-    primary key after ``after``. Returns (how many were stored, the last primary key read;
-    ``after`` when none was left). Only the batch's ids and texts are held in memory."""
-    rows = list(
+    """Embed and store (:func:`message_vectors`) the vectors of the next ``batch_size``
+    messages without one, by primary key after ``after``. Returns (how many were stored,
+    the last primary key read; ``after`` when none was left)."""
+    batch = list(
         messages_without_vectors()
         .filter(pk__gt=after)
         .order_by("pk")
-        .values_list("pk", "content")[:batch_size]
+        .only("pk", "content", "embedding")[:batch_size]
     )
-    if not rows:
+    if not batch:
         return 0, after
-    vectors = embed([content for _, content in rows])
-    updated = [
-        Message(pk=pk, embedding=to_bytes(vector))
-        for (pk, _), vector in zip(rows, vectors, strict=True)
-    ]
-    Message.objects.bulk_update(updated, ["embedding"], batch_size=batch_size)
-    return len(rows), rows[-1][0]
+    message_vectors(batch)
+    return len(batch), batch[-1].pk
 
 
 def store_topic_vectors(*, after: int, batch_size: int) -> tuple[int, int]:
-    """Embed and store the vectors of the topics among the next ``batch_size`` after
-    ``after`` (by primary key) whose vector is missing or of an older title or summary.
-    Returns (how many were stored, the last primary key read; ``after`` at the end)."""
-    rows = list(
+    """Embed and store (:func:`topic_vectors`) the vectors of the topics among the next
+    ``batch_size`` after ``after`` (by primary key) whose vector is missing or of an older
+    title or summary. Returns (how many were stored, the last primary key read; ``after``
+    at the end)."""
+    batch = list(
         Topic.objects.filter(pk__gt=after)
-        .annotate(embedding_size=Length("embedding"))
         .order_by("pk")
-        .values_list("pk", "embedding_size", "embedding_key", "title", "summary")[:batch_size]
+        .only("pk", "title", "summary", "embedding", "embedding_key")[:batch_size]
     )
-    if not rows:
+    if not batch:
         return 0, after
-    width = 2 * dimensions()
-    stale = []
-    for pk, size, key, title, summary in rows:
-        text = _topic_text(title, summary)
-        if size != width or key != _digest(text):
-            stale.append((pk, text))
-    if stale:
-        vectors = embed([text for _, text in stale])
-        updated = [
-            Topic(pk=pk, embedding=to_bytes(vector), embedding_key=_digest(text))
-            for (pk, text), vector in zip(stale, vectors, strict=True)
-        ]
-        Topic.objects.bulk_update(updated, ["embedding", "embedding_key"], batch_size=batch_size)
-    return len(stale), rows[-1][0]
+    before = [topic.embedding for topic in batch]
+    topic_vectors(batch)
+    stored = sum(topic.embedding is not old for topic, old in zip(batch, before, strict=True))
+    return stored, batch[-1].pk
