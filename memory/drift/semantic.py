@@ -74,7 +74,7 @@ ANCHOR = True
 #: settings that keep SuperDialseg's Pk under CSM's.
 SHORT_WINDOW = 4
 SHORT_WEIGHT = 8.0
-SHORT_CENTRE = 0.325
+SHORT_CENTRE = 0.335  # 0.325 before SHORT_UNCONFIRMED_PENALTY (issue 46, fifth round)
 SHORT_NORM = 1.0
 #: Turns of such a topic before a candidate below which the topic is young: its opening
 #: question and one-line answer are too little to compare the next one with by words.
@@ -104,11 +104,23 @@ USER_ONLY_NEEDS = 2  # user turns before a candidate the comparison needs
 #: messages (``python -m bench.drift_sweep --confirm``): at 10 alone the third round's
 #: settings forked once in the 41 single-subject dialogues, at the other four 6 to 11 times,
 #: nearly all in the last exchange; with this margin 18 in the five instead of 32, the same
-#: from 2 to 10 units, every one left in a one-line talk. Not applied to one-line replies:
-#: a wait there costs SuperDialseg's Pk its margin under CSM's, and buying it back by forking
-#: more elsewhere (SHORT_CENTRE 0.375) forked more on the test half; see
+#: from 2 to 10 units, every one left in a one-line talk. One-line replies have their own
+#: margin, below: this one there cost SuperDialseg's Pk its margin under CSM's, and buying
+#: it back by forking more elsewhere (SHORT_CENTRE 0.375) forked more on the test half; see
 #: docs/measurements.md.
 UNCONFIRMED_PENALTY = 3.0
+#: The same wait in one-line talks (issue 46, fifth round), in logit units times how far the
+#: replies are one-liners (1 - reliability), for a question that has its answer and no
+#: question after it yet. Every one-line question brings new words, so the word cues read
+#: the last one as new wherever it wanders; over heartbeats of 6 to 14 messages on
+#: product-tune, 9 of the 13 false forks left were such last exchanges. A question with no
+#: answer yet keeps today's margin: SuperDialseg's dialogues often end on one that opens a
+#: subject, and waiting there put its Pk at .476, over CSM's .462 (no later check comes to
+#: confirm it). The wait alone (centre 0.325) left SuperDialseg at .465; SHORT_CENTRE 0.335
+#: buys that back (.460). Tune, the five heartbeats summed: false forks 18/205 -> 5/205,
+#: switches found unchanged (123/125 English, 215/250 other languages); with every reply
+#: cut to one sentence, at 10: 66/41 -> 46/41. See docs/measurements.md.
+SHORT_UNCONFIRMED_PENALTY = 2.0
 
 
 def turn_vectors(turns: Sequence[Turn]) -> np.ndarray:
@@ -192,6 +204,7 @@ class SemanticDetector(LexicalDetector):
         opening_centres: tuple[float, float] = (OPENING_CENTRE, OPENING_YOUNG_CENTRE),
         message_terms: int = SHORT_MESSAGE_TERMS,
         unconfirmed_penalty: float | None = UNCONFIRMED_PENALTY,
+        short_unconfirmed_penalty: float | None = SHORT_UNCONFIRMED_PENALTY,
         **lexical,
     ) -> None:
         super().__init__(**lexical)
@@ -203,6 +216,7 @@ class SemanticDetector(LexicalDetector):
         self.opening_centres, self.message_terms = opening_centres, message_terms
         self.user_weight, self.user_centre = user_weight, user_centre
         self.unconfirmed_penalty = unconfirmed_penalty  # None: the third round's detector
+        self.short_unconfirmed_penalty = short_unconfirmed_penalty  # None: the fourth round's
 
     def margins(self, turns: Sequence[Turn], candidates: Iterable[int]) -> dict[int, float]:
         candidates = list(candidates)
@@ -245,20 +259,26 @@ class SemanticDetector(LexicalDetector):
         return self._unconfirmed(turns, margins)
 
     def _unconfirmed(self, turns: Sequence[Turn], margins: dict[int, float]) -> dict[int, float]:
-        """Margins with an unannounced candidate of the last exchange held to more evidence
-        (:data:`UNCONFIRMED_PENALTY`) where the replies carry a subject: no question after
-        it says yet whether the subject stays away."""
-        if (
-            self.unconfirmed_penalty is None
-            or not has_real_roles(turns)
-            or reply_reliability(turns) < YOUNG_TOPIC_RELIABILITY
-        ):
+        """Margins with an unannounced candidate of the last exchange held to more evidence:
+        no question after it says yet whether the subject stays away. Where the replies
+        carry a subject by :data:`UNCONFIRMED_PENALTY`; in one-line talks, once the
+        question has its answer, by :data:`SHORT_UNCONFIRMED_PENALTY` times how far the
+        replies are one-liners."""
+        if not has_real_roles(turns):
+            return margins
+        reliability = reply_reliability(turns)
+        paragraphs = reliability >= YOUNG_TOPIC_RELIABILITY
+        penalty = self.unconfirmed_penalty if paragraphs else self.short_unconfirmed_penalty
+        if penalty is None:
             return margins
         for index, margin in margins.items():
-            text = turns[index].text
-            if any(turn.role == "user" for turn in turns[index + 1 :]) or _announced(text):
+            text, after = turns[index].text, turns[index + 1 :]
+            if any(turn.role == "user" for turn in after) or _announced(text):
                 continue
-            margins[index] = max(margin - self.unconfirmed_penalty, UNANSWERED_MARGIN)
+            if paragraphs:
+                margins[index] = max(margin - penalty, UNANSWERED_MARGIN)
+            elif after:  # answered: a question without its answer is judged as before
+                margins[index] = margin - (1 - reliability) * penalty
         return margins
 
     def _opening_margin(self, turns: Sequence[Turn], vectors: np.ndarray, index: int) -> float:
