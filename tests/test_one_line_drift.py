@@ -144,7 +144,12 @@ def packaged_encoder():
 #: The detector of issue 46's first round (one-line replies read as any others) and of its
 #: second (one cue may fork a one-line talk): neither held an unconfirmed question back.
 FIRST_ROUND = {"one_line": False, "unconfirmed_penalty": None}
-SECOND_ROUND = {"agreement": False, "unconfirmed_penalty": None}
+SECOND_ROUND = {
+    "agreement": False,
+    "unconfirmed_penalty": None,
+    "short_unconfirmed_penalty": None,
+    "short_centre": 0.325,
+}
 
 
 def forks(lines: list[str], detector: SemanticDetector) -> list[int]:

@@ -2,8 +2,9 @@
 the assistant answers in paragraphs it forks only with :data:`UNCONFIRMED_PENALTY` logit
 units to spare, so a question that strays once ("Should I stretch afterwards?" in a talk
 about a first 10k) waits for the next one, which brings it back to the topic; a new subject
-far from the topic, or an announced one, forks at once. With the packaged encoder; the
-dialogue is written for this test."""
+far from the topic, or an announced one, forks at once. Since the fifth round one-line talks
+wait too, by :data:`SHORT_UNCONFIRMED_PENALTY`, once the question has its answer. With the
+packaged encoder; the dialogues are written for this test."""
 
 from __future__ import annotations
 
@@ -79,3 +80,53 @@ def test_a_new_subject_far_from_the_topic_forks_in_the_last_exchange():
 def test_an_announced_switch_forks_in_the_last_exchange():
     announced = ["Different question: " + PAINT[0], PAINT[1]]
     assert start(TEN_K + announced, SemanticDetector()) == 8
+
+
+# One-line talks (issue 46, fifth round): the same wait, SHORT_UNCONFIRMED_PENALTY, once the
+# last question has its answer. Written for this test.
+GUITAR = [
+    "I want to learn the guitar at 40. Acoustic or electric?",
+    "Acoustic if you mostly want to strum songs; electric is easier on the fingers.",
+    "How long until my fingers stop hurting?",
+    "About two to three weeks of daily practice.",
+    "Which chords first?",
+    "G, C, D and E minor: they cover hundreds of songs.",
+    "My F chord buzzes.",
+    "Press closer to the fret and roll the index finger slightly.",
+]
+READ_MUSIC = ["Should I learn to read music?", "Tabs are enough to start; notation can come later."]
+PIANO = [
+    "Je me mets au piano à 35 ans. Par où commencer ?",
+    "Une méthode pour débutants et quinze minutes par jour.",
+    "Un clavier numérique suffit ?",
+    "Oui, s'il a 88 touches lourdes et une pédale.",
+    "Et le solfège ?",
+    "Apprends à lire la clé de sol d'abord, la clé de fa ensuite.",
+    "Mes mains ne sont pas indépendantes.",
+    "Travaille chaque main seule, puis ensemble très lentement.",
+]
+TEACHER = ["Je dois prendre un prof ?", "Quelques cours au début évitent les mauvaises habitudes."]
+PASSPORT = [
+    "How do I renew my passport before a trip in May?",
+    "Apply online at least ten weeks ahead; the photo must be recent.",
+]
+#: Issue 46's fourth round: no wait in one-line talks, and the centre before it.
+FOURTH_ROUND = {"short_unconfirmed_penalty": None, "short_centre": 0.325}
+
+
+@pytest.mark.parametrize("talk", [GUITAR + READ_MUSIC, PIANO + TEACHER], ids=["en", "fr"])
+def test_an_answered_one_line_question_that_strays_waits_for_the_next_one(talk):
+    assert start(talk, SemanticDetector(**FOURTH_ROUND)) == 8  # it forked alone
+    assert start(talk, SemanticDetector()) is None
+
+
+@pytest.mark.parametrize("talk", [GUITAR + READ_MUSIC, PIANO + TEACHER], ids=["en", "fr"])
+def test_a_one_line_question_without_its_answer_is_judged_as_before(talk):
+    assert start(talk[:-1], SemanticDetector(**FOURTH_ROUND)) == 8
+    assert start(talk[:-1], SemanticDetector()) == 8
+
+
+def test_a_new_subject_in_the_last_exchange_of_a_one_line_talk_still_forks():
+    assert start(GUITAR + PASSPORT, SemanticDetector()) == 8
+    announced = ["Different question: " + PASSPORT[0], PASSPORT[1]]
+    assert start(GUITAR + announced, SemanticDetector()) == 8

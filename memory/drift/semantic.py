@@ -269,7 +269,7 @@ class SemanticDetector(LexicalDetector):
         reliability = reply_reliability(turns)
         paragraphs = reliability >= YOUNG_TOPIC_RELIABILITY
         penalty = self.unconfirmed_penalty if paragraphs else self.short_unconfirmed_penalty
-        if penalty is None:
+        if penalty is None or not (paragraphs or self.one_line):
             return margins
         for index, margin in margins.items():
             text, after = turns[index].text, turns[index + 1 :]
