@@ -8,6 +8,8 @@ With ``--confirm`` it sweeps ``UNCONFIRMED_PENALTY`` (and ``SHORT_CENTRE``) inst
 tune file at heartbeats of 6 to 14 messages (switches found and false forks summed over
 the five): a rule chosen at one heartbeat alone fits where that heartbeat happens to fall
 in each dialogue (the third round forked once at 10 and 6 to 11 times at the others).
+``--confirm-short`` sweeps the one-line talks' ``SHORT_UNCONFIRMED_PENALTY`` and
+``SHORT_CENTRE`` the same way.
 
     python -m bench.drift_sweep bench/data/product-tune.jsonl \
         [--check $DRIFT_DATA/superdialseg-validation.jsonl] [--interval 10] \
@@ -68,23 +70,49 @@ OPENING_GRID = [None] + [
 #: (penalty of an unconfirmed candidate, SHORT_CENTRE); None: the third round (no penalty,
 #: centre 0.325).
 CONFIRM_GRID = [None] + [(penalty, 0.325) for penalty in (1.0, 2.0, 3.0, 4.0, 6.0, 10.0)]
+#: (penalty of an answered unconfirmed question in a one-line talk, SHORT_CENTRE); None: the
+#: fourth round (no such penalty, centre 0.325).
+SHORT_CONFIRM_GRID = [None] + [
+    (penalty, centre) for centre in (0.325, 0.335, 0.35) for penalty in (1.0, 2.0, 3.0)
+]
 #: Heartbeats the --confirm sweep sums over: even, so a check follows a reply, as in use.
 HEARTBEATS = (6, 8, 10, 12, 14)
 
 
-def sweep_confirm_report(path: str, check: str | None, *, scan_back: int) -> None:
+def _confirm_detectors(short: bool):
+    """(detector, the setting's cells) for every row of the --confirm or --confirm-short grid."""
+    if short:
+        for setting in SHORT_CONFIRM_GRID:
+            if setting is None:
+                fourth_round = {"short_unconfirmed_penalty": None, "short_centre": 0.325}
+                yield SemanticDetector(**fourth_round), ["off", "0.325"]
+            else:
+                penalty, centre = setting
+                detector = SemanticDetector(short_unconfirmed_penalty=penalty, short_centre=centre)
+                yield detector, [f"{penalty:.1f}", f"{centre:.3f}"]
+        return
+    third_round = {"short_unconfirmed_penalty": None}
+    for setting in CONFIRM_GRID:
+        if setting is None:
+            detector = SemanticDetector(unconfirmed_penalty=None, short_centre=0.325, **third_round)
+            yield detector, ["off", "0.325"]
+        else:
+            penalty, centre = setting
+            detector = SemanticDetector(
+                unconfirmed_penalty=penalty, short_centre=centre, **third_round
+            )
+            yield detector, [f"{penalty:.1f}", f"{centre:.3f}"]
+
+
+def sweep_confirm_report(
+    path: str, check: str | None, *, scan_back: int, short: bool = False
+) -> None:
     """For each (penalty, centre): switches found (English, other languages) and false
     forks on ``path`` summed over :data:`HEARTBEATS`, and the Pk on ``check`` at 10."""
     tune = with_vectors(load_dialogues(path))
     public = with_vectors(load_dialogues(check)) if check else []
     print(" ".join(f"{name:>8}" for name in ("penalty", "centre", "en", "other", "ff", "check")))
-    for setting in CONFIRM_GRID:
-        if setting is None:
-            detector = SemanticDetector(unconfirmed_penalty=None, short_centre=0.325)
-            row = ["off", "0.325"]
-        else:
-            detector = SemanticDetector(unconfirmed_penalty=setting[0], short_centre=setting[1])
-            row = [f"{setting[0]:.1f}", f"{setting[1]:.3f}"]
+    for detector, row in _confirm_detectors(short):
         english, others, false_forks, coherent = Tally(), Tally(), 0, 0
         for interval in HEARTBEATS:
             predictions, scores, _ = run(tune, detector, interval=interval, scan_back=scan_back)
@@ -107,7 +135,11 @@ def _detectors(opening: bool):
     if opening:
         for setting in OPENING_GRID:
             if setting is None:
-                second_round = {"unconfirmed_penalty": None, "short_centre": 0.325}
+                second_round = {
+                    "unconfirmed_penalty": None,
+                    "short_unconfirmed_penalty": None,
+                    "short_centre": 0.325,
+                }
                 yield SemanticDetector(agreement=False, **second_round), ["off", "", ""]
             else:
                 centre, young, terms = setting
@@ -170,9 +202,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="sweep UNCONFIRMED_PENALTY and SHORT_CENTRE over heartbeats 6 to 14",
     )
+    which.add_argument(
+        "--confirm-short",
+        action="store_true",
+        help="sweep SHORT_UNCONFIRMED_PENALTY and SHORT_CENTRE over heartbeats 6 to 14",
+    )
     args = parser.parse_args(argv)
-    if args.confirm:
-        sweep_confirm_report(args.tune, args.check, scan_back=args.scan_back)
+    if args.confirm or args.confirm_short:
+        sweep_confirm_report(
+            args.tune, args.check, scan_back=args.scan_back, short=args.confirm_short
+        )
         return 0
     sweep_short_report(
         args.tune,

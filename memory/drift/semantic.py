@@ -113,13 +113,16 @@ UNCONFIRMED_PENALTY = 3.0
 #: replies are one-liners (1 - reliability), for a question that has its answer and no
 #: question after it yet. Every one-line question brings new words, so the word cues read
 #: the last one as new wherever it wanders; over heartbeats of 6 to 14 messages on
-#: product-tune, 9 of the 13 false forks left were such last exchanges. A question with no
+#: product-tune, 12 of the 18 false forks left were such last exchanges. A question with no
 #: answer yet keeps today's margin: SuperDialseg's dialogues often end on one that opens a
 #: subject, and waiting there put its Pk at .476, over CSM's .462 (no later check comes to
 #: confirm it). The wait alone (centre 0.325) left SuperDialseg at .465; SHORT_CENTRE 0.335
 #: buys that back (.460). Tune, the five heartbeats summed: false forks 18/205 -> 5/205,
 #: switches found unchanged (123/125 English, 215/250 other languages); with every reply
-#: cut to one sentence, at 10: 66/41 -> 46/41. See docs/measurements.md.
+#: cut to one sentence, at 10: 66/41 -> 46/41; with the tune half grown by six one-line
+#: talks, 108/235 -> 57/235, the same from 2 to 6 units (``python -m bench.drift_sweep
+#: bench/data/product-tune.jsonl --check <superdialseg> --confirm-short``). The test half
+#: forks a little less (7/35 -> 6/35): see docs/measurements.md, "fifth round".
 SHORT_UNCONFIRMED_PENALTY = 2.0
 
 
