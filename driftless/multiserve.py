@@ -26,6 +26,7 @@ import socket
 import sys
 import threading
 import time
+from types import ModuleType
 
 import uvicorn
 
@@ -55,30 +56,37 @@ class _Server(uvicorn.Server):
 
     _draining = False
 
-    def handle_exit(self, sig: int, frame) -> None:
-        from memory.actions.serving import stop_accepting_turns
+    def __init__(self, config: uvicorn.Config, serving: ModuleType) -> None:
+        super().__init__(config)
+        self.serving = serving  # memory.actions.serving, imported before any signal
 
+    def handle_exit(self, sig: int, frame) -> None:
+        # A signal handler imports nothing: it runs between two bytecodes of the main
+        # thread, and a second signal can arrive while it runs (the group's SIGTERM, then
+        # the supervisor's). An import in here was interrupted by the second handler's,
+        # which found the module half-initialized: ImportError raised into whatever the
+        # process was doing, and no drain.
         if self._draining:  # the supervisor passes on the signal the group already got
             return
         self._draining = True
         logger.info("signal %s: no new turns; finishing those in flight, then exiting", sig)
-        stop_accepting_turns()
+        self.serving.stop_accepting_turns()
         for server in self.servers:
             server.close()  # no new connections; the open ones stay
-        threading.Thread(target=_drain_and_exit, name="drain", daemon=True).start()
+        threading.Thread(
+            target=_drain_and_exit, args=(self.serving,), name="drain", daemon=True
+        ).start()
 
 
-def _drain_and_exit() -> None:
+def _drain_and_exit(serving: ModuleType) -> None:
     from django.db import connections
-
-    from memory.actions.serving import interrupt_running_turns, turns_in_flight
 
     code = 0
     try:
         deadline = time.monotonic() + DRAIN_SECONDS
-        while time.monotonic() < deadline and turns_in_flight():
+        while time.monotonic() < deadline and serving.turns_in_flight():
             time.sleep(0.1)
-        interrupted = interrupt_running_turns()
+        interrupted = serving.interrupt_running_turns()
         time.sleep(FLUSH_SECONDS)  # the last answers leave the socket buffers
         logger.warning(
             "process %s stopped; %d turn(s) marked interrupted", os.getpid(), interrupted
@@ -106,6 +114,15 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
     """One server process, until it is told to stop."""
+    make_server(log_level=log_level, access_log=access_log).run(
+        sockets=[listening_socket(host, port)]
+    )
+
+
+def make_server(*, log_level: str, access_log: bool) -> _Server:
+    """A server with its application loaded, and with it Django and what the signal
+    handler calls, before it takes SIGTERM and SIGINT (uvicorn itself loads the
+    application after): until then a signal ends the process, which runs no turn yet."""
     config = uvicorn.Config(
         APPLICATION,
         # uvloop where it is installed (requirements.txt): the event loop forwards every
@@ -120,7 +137,10 @@ def serve_one(host: str, port: int, log_level: str, access_log: bool) -> None:
         access_log=access_log,
         timeout_graceful_shutdown=int(DRAIN_SECONDS),
     )
-    _Server(config).run(sockets=[listening_socket(host, port)])
+    config.load()
+    from memory.actions import serving  # needs Django, set up by loading the application
+
+    return _Server(config, serving)
 
 
 class Supervisor:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import connection
 
-from tests.live_server import make_serve_server, running_server
+from tests.live_server import ROOT, make_serve_server, running_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
@@ -144,3 +147,57 @@ def test_a_dead_process_is_replaced_and_sigterm_stops_them_all():
             ),
             "the supervisor and its processes gone after SIGTERM",
         )
+
+
+# A server process whose SIGTERM handler is entered again by a second SIGTERM (the group's,
+# then the supervisor's) at the worst moment: as the first one starts running a module's
+# code. Signals arrive when they arrive; the tracer makes that moment certain.
+SECOND_SIGNAL_MID_HANDLER = """
+import signal
+import sys
+import time
+
+from driftless import multiserve
+
+server = multiserve.make_server(log_level="warning", access_log=False)
+server.servers = []  # as after startup, listening on nothing
+
+armed = True
+
+
+def second_signal(frame, event, arg):
+    global armed
+    if armed and event == "call" and frame.f_code.co_name == "<module>":
+        armed = False
+        signal.raise_signal(signal.SIGTERM)
+
+
+signal.signal(signal.SIGTERM, server.handle_exit)  # as uvicorn's capture_signals does
+sys.settrace(second_signal)
+signal.raise_signal(signal.SIGTERM)
+sys.settrace(None)
+signal.raise_signal(signal.SIGTERM)  # and one more after it
+time.sleep(30)  # the drain thread ends the process
+sys.exit(3)
+"""
+
+
+def test_a_second_sigterm_during_the_first_ones_handling_still_drains_and_exits_cleanly():
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DRIFTLESS_DB_NAME": connection.settings_dict["NAME"],
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SECOND_SIGNAL_MID_HANDLER],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    # Exit 0 is the drain's own (driftless/multiserve.py, _drain_and_exit), after it
+    # stopped accepting turns and marked none interrupted.
+    assert done.returncode == 0, output
+    assert "Traceback" not in output, output
