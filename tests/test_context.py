@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -19,6 +20,7 @@ from memory.actions.tools import dispatch_tool_calls
 from memory.lib.tokens import estimate_tokens
 from memory.llm import ToolCall
 from memory.models import MemoryState, Message, Notes, Session, Topic
+from memory.stores import session_topics
 from memory.stores.facts import set_fact, unset_fact
 from memory.stores.notes import append_notes
 from tests.conftest import make_user
@@ -362,6 +364,41 @@ def test_the_stable_prefix_names_the_tools_without_repeating_their_descriptions(
         assert tool["function"]["name"] in stable
         assert description not in stable
         assert description.split(".")[0] not in stable  # not even its first sentence
+
+
+@pytest.mark.postgres
+def test_the_written_out_session_statement_reads_what_the_orm_builds(session, agent, alice):
+    """memory/stores/session_topics.py: its PostgreSQL statement and the ORM's, on a
+    session with every kind of row they tell apart."""
+    Session.objects.filter(pk=session.pk).update(drift_result="continuing: Ledger")
+    active = session.active_topic()
+    append_notes(topic=active, text="archived scratch")
+    Notes.objects.filter(topic=active).archive()
+    append_notes(topic=active, text="working notes")
+    set_fact(user=alice, agent=agent, key="city", value="Lyon", actor="user")
+    bob = make_user("bob-facts", agent.organization)
+    set_fact(user=bob, agent=agent, key="city", value="Oslo", actor="user")  # not the scope's
+    earlier = add_topic(session, title="Earlier", summary="Was about lunch.")
+    add_message(session, Message.Role.ERROR, "failed", topic=earlier)  # never a day
+    add_messages(session, 4, topic=earlier)
+    add_message(session, Message.Role.ERROR, "failed again", topic=earlier)
+    said = Message.objects.filter(topic=earlier).order_by("seq")
+    Message.objects.filter(pk=said[0].pk).update(created_at=timezone.now() - timedelta(days=9))
+    Message.objects.filter(pk=said[1].pk).update(created_at=timezone.now() - timedelta(days=8))
+    Message.objects.filter(pk=said[4].pk).update(created_at=timezone.now() - timedelta(days=7))
+    add_topic(session, title="Untold", summary="")  # left out: no summary, not deprecated
+    add_topic(session, title="Reversed", summary="", deprecated=True)
+    session.refresh_from_db()
+
+    written = session_topics._rows(session)
+    assert written == session_topics.orm_rows(session)
+    assert [row["title"] for row in written] == ["", "Earlier", "Reversed"]
+    first, last = written[1]["first_at"], written[1]["last_at"]
+    assert (timezone.now() - first).days == 8 and (timezone.now() - last).days == 7
+    assert written[0]["notes_text"] == "working notes"
+    assert written[0]["facts"] == {"city": "Lyon"} and "city" in written[0]["provenance"]
+    assert written[0]["drift"] == "continuing: Ledger"
+    assert all(row["facts"] is None and row["drift"] is None for row in written[1:])
 
 
 # --- the stable prefix -------------------------------------------------------------------

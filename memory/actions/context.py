@@ -49,7 +49,6 @@ from datetime import date
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db.models import Case, F, JSONField, OuterRef, Q, Subquery, TextField, When
 from django.utils import timezone
 
 from memory.actions.recalled import block_refs, window_recalled
@@ -60,7 +59,7 @@ from memory.lib.tokens import estimate_tokens, oldest_to_drop
 from memory.llm import get_chat_model
 from memory.llm.profiles import ModelProfile, configured_profile
 from memory.llm.shape import TurnShape, turn_shape
-from memory.models import ImportantInfo, Message, Notes, Session, Topic
+from memory.models import Message, Session
 from memory.stores.facts import render_fact_lines
 from memory.stores.leases import turn_slots
 from memory.stores.messages import usage_totals
@@ -69,9 +68,9 @@ from memory.stores.persistent import (
     fit_summary,
     get_persistent_memory,
     topic_days,
-    topic_days_annotation,
     topic_record,
 )
+from memory.stores.session_topics import session_topics
 
 LayerName = Literal["stable", "semi_stable", "volatile"]
 
@@ -169,7 +168,7 @@ def assemble_context(
     carries no tools at all (memory/llm/shape.py), and the stable prefix never
     lists them, so both shapes share it.
     """
-    active, prior = _session_topics(session)  # with notes, facts, drift result read afresh
+    active, prior = session_topics(session)  # with notes, facts, drift result read afresh
     earlier: list[dict] = []  # the passages of the earlier turns' blocks the window keeps
     window, span = trailing_window(
         topic_id=active["pk"],
@@ -454,52 +453,6 @@ def today_text(today: date) -> str:
 def _quoted_section(title: str, intro: str, text: str) -> str:
     """A section holding one stored document, every line of it behind the quote mark."""
     return section(title, f"{intro}\n{quoted_block(text)}") if text.strip() else ""
-
-
-def _session_topics(session: Session) -> tuple[dict, list[dict]]:
-    """The active topic and the earlier ones worth showing, in order; the active topic's
-    row also carries its active notes, the scope's durable facts and the session's drift
-    result, which the pipeline may have written since in another process (``notes_text``,
-    ``facts``, ``provenance``, ``drift``): one statement for all."""
-
-    def on_active(query, field) -> Case:  # read for the active topic's row only
-        return Case(When(is_active=True, then=Subquery(query)), default=None, output_field=field)
-
-    facts = ImportantInfo.objects.filter(
-        user_id=session.user_id,
-        agent_id=session.agent_id,
-        organization_id=session.agent.organization_id,
-    )
-    notes = Notes.objects.active().filter(topic_id=OuterRef("pk")).values("content")[:1]
-    rows = list(
-        Topic.objects.filter(session_id=session.pk)
-        .filter(Q(is_active=True) | ~Q(summary="") | Q(deprecated=True))
-        .annotate(
-            **topic_days_annotation(active=False),
-            notes_text=on_active(notes, TextField()),
-            facts=on_active(facts.values("data")[:1], JSONField()),
-            provenance=on_active(facts.values("provenance")[:1], JSONField()),
-            drift=Case(When(is_active=True, then=F("session__drift_result"))),
-        )
-        .order_by("created_at", "pk")
-        .values(
-            "pk",
-            "title",
-            "summary",
-            "deprecated",
-            "is_active",
-            "first_at",
-            "last_at",
-            "notes_text",
-            "facts",
-            "provenance",
-            "drift",
-        )
-    )
-    active = next((row for row in rows if row["is_active"]), None)
-    if active is None:
-        raise Topic.DoesNotExist(f"session {session.pk} has no active topic")
-    return active, [row for row in rows if not row["is_active"]]
 
 
 def _prior_topics(prior: list[dict]) -> tuple[str, tuple[str, ...]]:
