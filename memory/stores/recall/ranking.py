@@ -40,6 +40,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Exists, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from memory.lib.errors import InvalidInput
@@ -166,14 +167,6 @@ def search_past_chats(
     terms = recall_terms(query)
     limit = max(1, min(limit, RECALL_MAX_HITS))
     sessions = recall_sessions(session=session)
-    topics = Topic.objects.filter(session__in=sessions)
-    if exclude_topic_id is not None:
-        topics = topics.exclude(pk=exclude_topic_id)
-    if live_only:
-        topics = topics.exclude(deprecated=True)
-    messages = Message.objects.filter(topic__in=topics)
-    if not replies:
-        messages = messages.filter(role=Message.Role.USER)
     with time_limited_recall():
         if connection.vendor == "postgresql":  # bounded by the scope: one statement
             found = scoped_messages(
@@ -189,6 +182,7 @@ def search_past_chats(
                 found = bm25_ranked(found, terms=terms, limit=RECALL_CANDIDATES)
         else:
             rank = bm25_messages if messages_first else indexed_messages
+            messages = _scope_messages(sessions, exclude_topic_id, live_only, replies)
             found = rank(messages, terms=terms, limit=RECALL_CANDIDATES)
         # The scope's newest topics only (their vectors, their titles and summaries, their
         # notes): bounded, whatever the history (an older topic's messages are still found,
@@ -219,6 +213,18 @@ def search_past_chats(
     return hits[:limit]
 
 
+def _scope_messages(sessions, exclude_topic_id: int | None, live_only: bool, replies: bool):
+    """The messages recall searches on SQLite: the scope's, in its topics but the excluded
+    one (and the deprecated ones, ``live_only``), the user's alone unless ``replies``."""
+    topics = Topic.objects.filter(session__in=sessions)
+    if exclude_topic_id is not None:
+        topics = topics.exclude(pk=exclude_topic_id)
+    if live_only:
+        topics = topics.exclude(deprecated=True)
+    messages = Message.objects.filter(topic__in=topics)
+    return messages if replies else messages.filter(role=Message.Role.USER)
+
+
 def _recent_sessions(sessions):
     """The ids of the scope's newest ``TOPICS_SEARCHED`` sessions, as a subquery (the
     ``(agent, user, organization, id)`` index read backwards: the scope's other sessions
@@ -228,11 +234,16 @@ def _recent_sessions(sessions):
 
 def _newest_topics(recent, exclude_topic_id: int | None):
     """The scope's newest ``TOPICS_SEARCHED`` topics, from its ``recent`` sessions
-    (``_recent_sessions``)."""
-    topics = Topic.objects.filter(session__in=recent)
-    if exclude_topic_id is not None:
-        topics = topics.exclude(pk=exclude_topic_id)
-    return Topic.objects.filter(pk__in=topics.order_by("-pk").values("pk")[:TOPICS_SEARCHED])
+    (``_recent_sessions``). Their ids are written out around ``recent``'s statement,
+    compiled once here: built by the ORM, the filter on a sliced subquery of a subquery
+    cost a turn more CPU than running it, and each statement using it compiled it again
+    (issue 43)."""
+    sessions, params = recent.query.sql_with_params()
+    newest = (
+        f"SELECT t.id FROM memory_topic AS t WHERE t.session_id IN ({sessions}) AND t.id <> %s "
+        f"ORDER BY t.id DESC LIMIT {TOPICS_SEARCHED}"
+    )
+    return Topic.objects.filter(pk__in=RawSQL(newest, (*params, exclude_topic_id or 0)))
 
 
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
