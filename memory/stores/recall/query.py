@@ -148,6 +148,29 @@ def scoped_messages(
     return list(rows)
 
 
+# The conversation messages within ``span`` of each (topic, seq) of the arrays, once each,
+# each range read on the (topic, -seq) index.
+_NEAR_SQL = f"""
+SELECT DISTINCT m.id, m.topic_id, m.seq, m.role, m.content
+FROM unnest(%s::bigint[], %s::integer[]) AS h(topic_id, seq)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.topic_id, m.seq, m.role, m.content FROM memory_message AS m
+    WHERE m.topic_id = h.topic_id AND m.seq BETWEEN h.seq - %s AND h.seq + %s
+        AND {_CONVERSATION}) AS m
+ORDER BY m.seq"""
+
+
+def near_rows(places: list[tuple[int, int]], *, span: int) -> list[tuple]:
+    """The conversation messages at most ``span`` from each ``(topic_id, seq)`` place
+    (recall's hits), as ``(id, topic_id, seq, role, content)`` rows in ``seq`` order: the
+    other halves of their exchanges (ranking.py ``exchanges``). Written out: built by the
+    ORM, the places' conditions cost a turn more CPU than the statement (issue 43)."""
+    topics, seqs = [topic for topic, _ in places], [seq for _, seq in places]
+    with connection.cursor() as cursor:
+        cursor.execute(_NEAR_SQL, [topics, seqs, span, span])
+        return cursor.fetchall()
+
+
 def _in_scope(sessions, session_id: str) -> tuple[str, tuple]:
     """``sessions`` (the scope) said of the one session whose id is the SQL ``session_id``:
     a primary-key lookup with the scope's conditions, whose one row is that id when the

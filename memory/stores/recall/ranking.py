@@ -34,7 +34,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -46,7 +46,7 @@ from django.utils import timezone
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
 from memory.models import Message, Notes, Organization, Session, Topic
-from memory.stores.recall.query import scoped_messages, time_limited_recall
+from memory.stores.recall.query import near_rows, scoped_messages, time_limited_recall
 from memory.stores.recall.vectors import fuse, vector_messages
 from memory.stores.search import (
     _WORD,
@@ -409,16 +409,8 @@ def exchanges(hits: list[RecallHit], terms: Sequence[str] = ()) -> dict[int, tup
     if not asked:
         return {}
     terms = [_fold_accents(term) for term in terms]
-    wanted = Q()
-    for hit in asked:
-        wanted |= Q(
-            topic_id=hit.topic_id,
-            seq__gte=hit.seq - REPLY_SEARCH_SPAN,
-            seq__lte=hit.seq + REPLY_SEARCH_SPAN,
-        )
-    near: dict[int, list[Message]] = {}
-    rows = Message.objects.filter(wanted).conversation().only("topic_id", "seq", "role", "content")
-    for row in rows.order_by("seq"):
+    near: dict[int, list[_Near]] = {}
+    for row in _near_rows([(hit.topic_id, hit.seq) for hit in asked]):
         near.setdefault(row.topic_id, []).append(row)
     found = {}
     for hit in asked:
@@ -433,6 +425,34 @@ def exchanges(hits: list[RecallHit], terms: Sequence[str] = ()) -> dict[int, tup
             text = _snippet(other.content, terms, RECALL_REPLY_CHARS)
             found[hit.message_id] = (other.pk, other.role, text)
     return found
+
+
+class _Near(NamedTuple):
+    """A message near a hit, as ``exchanges`` reads it."""
+
+    pk: int
+    topic_id: int
+    seq: int
+    role: str
+    content: str
+
+
+def _near_rows(places: list[tuple[int, int]]) -> list[_Near]:
+    """The conversation messages at most ``REPLY_SEARCH_SPAN`` from each ``(topic_id,
+    seq)`` place, in ``seq`` order: one statement (written out on PostgreSQL)."""
+    if connection.vendor == "postgresql":
+        rows = near_rows(places, span=REPLY_SEARCH_SPAN)
+    else:
+        wanted = Q()
+        for topic_id, seq in places:
+            wanted |= Q(
+                topic_id=topic_id,
+                seq__gte=seq - REPLY_SEARCH_SPAN,
+                seq__lte=seq + REPLY_SEARCH_SPAN,
+            )
+        near = Message.objects.filter(wanted).conversation().order_by("seq")
+        rows = near.values_list("pk", "topic_id", "seq", "role", "content")
+    return [_Near(*row) for row in rows]
 
 
 def day_of(moment) -> str:
