@@ -9,7 +9,8 @@ scope's conversation messages among them, and takes for each term its newest
 back through the GIN index that starts with the user too (``btree_gin``), stopping at as
 many. Each candidate comes with its topic and session in the same statement. No term is
 counted over the scope per turn: how rare a term is, recall reads among the candidates
-(``bm25_ranked`` in memory/stores/recall/ranking.py).
+(``bm25_ranked`` in memory/stores/recall/ranking.py). The messages around the hits (the
+other halves of their exchanges) are read here too, in one statement (``near_rows``).
 
 The statement runs under ``RECALL_TIMEOUT_MS`` (``statement_timeout``, set locally, in a
 transaction of its own, with no JIT): past it, ``RecallTooSlow`` (a ``SearchError``), which the
