@@ -244,6 +244,35 @@ def test_a_run_split_by_histories_merges_into_the_report_of_one_run(scripted, tm
     assert only["questions"] == 1 and set(only["by_kind"]) == {"abstain"}
 
 
+def test_an_ingestion_replayed_asks_the_model_only_the_questions(scripted, tmp_path):
+    """``--ingest-replay``: the first run keeps the model's answers to the ingestion; the
+    second gets them from the file, asks the model the questions alone and makes the same
+    memory (the same topics promoted, the same answers)."""
+    server, model, data = scripted
+    replay = tmp_path / "ingestion.jsonl"
+    args = ("--data", str(data), "--systems", "none,driftless", "--ingest-replay", str(replay))
+
+    first = run_bench(server, *args)
+    asked_first = len(server.requests)
+    second = run_bench(server, *args)
+    asked_second = len(server.requests) - asked_first
+
+    assert first.returncode == second.returncode == 0, first.stdout + second.stderr
+    kept = replay.read_text(encoding="utf-8").splitlines()
+    assert kept and all(json.loads(line)["answer"] for line in kept)
+    # Each run asks the questions (one request a question for "none", at least one for
+    # Driftless); only the first asks for the ingestion's summaries and drift checks.
+    assert asked_second == asked_first - len(kept)
+    before, after = (json.loads(run.stdout.strip().splitlines()[-1]) for run in (first, second))
+    for name in ("none", "driftless"):
+        assert after["systems"][name]["right"] == before["systems"][name]["right"]
+        assert after["systems"][name]["f1"] == before["systems"][name]["f1"]
+    assert [i | {"seconds": 0} for i in after["ingestion"]] == [
+        i | {"seconds": 0} for i in before["ingestion"]
+    ]
+    assert len(replay.read_text(encoding="utf-8").splitlines()) == len(kept)  # nothing new
+
+
 def run_reach(data: Path, **env: str) -> subprocess.CompletedProcess:
     """python -m bench.memory_qa.reach: no model at all (the offline one), its own SQLite."""
     skip = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DRIFTLESS_VAR_DIR")

@@ -4,7 +4,8 @@ Usage (from the repository root)::
 
     python -m bench.memory_qa --data bench/data/memory-qa-test.jsonl \
         [--histories N] [--kinds K,…] [--questions-per-history N] [--limit N] [--systems ...] \
-        [--ingest model|offline] [--full-max-tokens 6000] [--out replies.jsonl]
+        [--ingest model|offline] [--ingest-replay answers.jsonl] [--full-max-tokens 6000] \
+        [--out replies.jsonl]
     python -m bench.memory_qa --data … --merge part1.jsonl,part2.jsonl
     python -m bench.memory_qa --locomo PATH/locomo10.json --conversations 2 \
         --categories 1,2,3,4 [--questions-per-history 20]
@@ -17,7 +18,9 @@ instead of on a timer thread), so drift forks, summaries and promotion happen th
 configured model. Each session, its topics and messages then get the history's date.
 ``--ingest offline`` runs that pipeline with the offline model (model-free drift, the
 fallback summaries) while the questions still go to the configured model: for sets too
-long to ingest through a slow model, and said in the output.
+long to ingest through a slow model, and said in the output. ``--ingest-replay FILE``
+keeps the model's answers to the ingestion and gives them again to a later run that asks
+the same (harness.py ``Replay``): hours of ingestion once, then the questions alone.
 
 Each question is then asked, as a user turn in a new session, to four systems, with the
 same answer model:
@@ -77,6 +80,7 @@ from bench.memory_qa.data import (
 from bench.memory_qa.harness import (
     SYSTEMS,
     Ledger,
+    Replay,
     Scored,
     add_source_arguments,
     ask_plain,
@@ -281,6 +285,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=22, help="for --questions-per-history")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--ingest", choices=("model", "offline"), default="model")
+    parser.add_argument(
+        "--ingest-replay",
+        default="",
+        help="--ingest model: keep the model's answers to the ingestion in this JSON Lines "
+        "file and answer a request asked before from it (a run split by --ids needs a file each)",
+    )
     parser.add_argument("--full-max-tokens", type=int, default=6000)
     parser.add_argument("--retrieval-tokens", type=int, default=1500)
     parser.add_argument(
@@ -317,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         from memory.llm import get_chat_model
 
         ledger, pending = Ledger(offline_ingest=args.ingest == "offline"), []
+        if args.ingest_replay and args.ingest == "model":
+            ledger.replay = Replay(args.ingest_replay)
         install_recorder(ledger, pending)
         scored, ingestion, done = [], [], []
         signal.signal(signal.SIGTERM, _interrupt)  # ``timeout`` stops a slow run: report it
