@@ -20,7 +20,7 @@ configured model. Each session, its topics and messages then get the history's d
 fallback summaries) while the questions still go to the configured model: for sets too
 long to ingest through a slow model, and said in the output. ``--ingest-replay FILE``
 keeps the model's answers to the ingestion and gives them again to a later run that asks
-the same (harness.py ``Replay``): hours of ingestion once, then the questions alone.
+the same (bench/memory_qa/replay.py): hours of ingestion once, then the questions alone.
 
 Each question is then asked, as a user turn in a new session, to four systems, with the
 same answer model:
@@ -80,7 +80,6 @@ from bench.memory_qa.data import (
 from bench.memory_qa.harness import (
     SYSTEMS,
     Ledger,
-    Replay,
     Scored,
     add_source_arguments,
     ask_plain,
@@ -99,6 +98,7 @@ from bench.memory_qa.harness import (
     summarize,
     write_replies,
 )
+from bench.memory_qa.replay import Replay
 
 # The questions are factual: one or two short sentences answer them. The cap is the same
 # for every system (the request's max tokens), so a long list of candidates that happens
