@@ -26,7 +26,6 @@ class Replay:
                 for line in handle:
                     record = json.loads(line)
                     self.answers[record["key"]] = record["answer"]
-        self.hits = self.misses = 0
 
     @staticmethod
     def key(model: str, call: str, **request) -> str:
@@ -34,13 +33,9 @@ class Replay:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, key: str) -> dict | None:
-        answer = self.answers.get(key)
-        if answer is not None:
-            self.hits += 1
-        return answer
+        return self.answers.get(key)
 
     def put(self, key: str, answer: dict) -> None:
-        self.misses += 1
         self.answers[key] = answer
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"key": key, "answer": answer}, ensure_ascii=False) + "\n")
