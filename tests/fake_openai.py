@@ -27,7 +27,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -56,6 +56,7 @@ class _Script:
     error_status: int = 500  # the code an "error" cut names in its error event
     stall_after: int | None = None  # streaming: pause after this many text deltas...
     stall_seconds: float = 0.0  # ...for this long, then send the rest
+    cut_by_max_tokens: bool = False  # the request's max_tokens ended the answer
 
 
 class FakeOpenAI:
@@ -346,6 +347,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_completion(self, script: _Script, body: dict, raw: bytes) -> None:
+        script = _within_max_tokens(script, body)
         message: dict[str, Any] = {"role": "assistant", "content": script.content or None}
         if script.tool_calls:
             message["tool_calls"] = [
@@ -379,6 +381,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        script = _within_max_tokens(script, body)
         chunks = _stream_chunks(script, model=body.get("model", ""), raw=raw)
         if not include_usage:
             chunks = [chunk for chunk in chunks if chunk["choices"]]
@@ -482,7 +485,19 @@ def _thirds(text: str) -> tuple[str, str, str]:
     return text[:size], text[size : 2 * size], text[2 * size :]
 
 
+def _within_max_tokens(script: _Script, body: dict) -> _Script:
+    """The answer as a real server sends it under the request's ``max_tokens``: cut after
+    that many tokens (a word is a token here), its finish reason ``length``."""
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    words = _words(script.content)
+    if not limit or len(words) <= limit:
+        return script
+    return replace(script, content="".join(words[:limit]), cut_by_max_tokens=True)
+
+
 def _finish(script: _Script) -> str:
+    if script.cut_by_max_tokens:
+        return "length"
     return "tool_calls" if script.tool_calls else "stop"
 
 

@@ -4,7 +4,13 @@ import pytest
 
 from memory.actions.fork import plan_fork, tool_safe_cut
 from memory.drift.detectors import DriftVerdict, Turn
-from memory.drift.llm import DRIFT_SCHEMA, LLMDriftDetector, Subject, get_drift_detector
+from memory.drift.llm import (
+    DRIFT_SCHEMA,
+    VERDICT_MAX_TOKENS,
+    LLMDriftDetector,
+    Subject,
+    get_drift_detector,
+)
 from memory.llm import get_chat_model
 from memory.models import Message
 from tests.evaluation_helpers import SUBJECT_A, SUBJECT_B, FixedDetector, MarkerDetector
@@ -64,16 +70,19 @@ def test_an_unusable_model_answer_never_forks(fake_openai, answer):
     assert verdict.reason == "model answer unusable; no fork"
 
 
-@pytest.mark.parametrize("failure", ["garbage", "http-500"])
+@pytest.mark.parametrize("failure", ["garbage", "http-500", "never-ends"])
 def test_a_failed_model_call_means_no_drift(fake_openai, failure):
     if failure == "garbage":
         fake_openai.reply_raw_content("drifted: yes")
+    elif failure == "never-ends":  # a small model that keeps talking is cut off
+        fake_openai.reply_raw_content('{"drifted": true, "start": 6, "why": "' + "so " * 500)
     else:
         fake_openai.fail(500)
 
     verdict = llm_detector().detect(TURNS, scan_back=5)
 
     assert (verdict.drifted, verdict.start) == (False, None)
+    assert all(request.get("max_tokens") == VERDICT_MAX_TOKENS for request in fake_openai.requests)
 
 
 def test_auto_asks_the_model_where_the_text_is_unsure_and_takes_a_borderline_fork(fake_openai):

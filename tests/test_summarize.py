@@ -7,6 +7,7 @@ from memory.actions.curation import do_user_curation
 from memory.actions.digest import fallback_title
 from memory.actions.summarize import (
     SUMMARY_PROMPT,
+    SUMMARY_MAX_TOKENS,
     SUMMARY_SCHEMA,
     do_summarize_topic,
 )
@@ -125,6 +126,8 @@ def script_failure(fake_openai, settings, failure):
     elif failure == "timeout":
         settings.LLM_TIMEOUT_SECONDS = 1.0
         fake_openai.hang(3)
+    elif failure == "never-ends":  # a small model that never closes the summary's string
+        fake_openai.reply_json(summary_answer(summary="Billing ledger, " * 400, keep=True))
 
 
 @pytest.mark.parametrize(
@@ -136,6 +139,7 @@ def script_failure(fake_openai, settings, failure):
         "missing-summary",
         "http-500",
         "timeout",
+        "never-ends",
     ],
 )
 def test_a_failed_summary_falls_back_to_the_first_user_message_and_never_promotes(
@@ -153,6 +157,7 @@ def test_a_failed_summary_falls_back_to_the_first_user_message_and_never_promote
     assert topic.summary == FIRST_USER
     assert topic.keep_in_memory is False
     assert not MemoryDecision.objects.exists()
+    assert all(request.get("max_tokens") == SUMMARY_MAX_TOKENS for request in fake_openai.requests)
 
 
 def test_the_offline_model_gives_the_gist_and_never_promotes(session, topic):

@@ -106,6 +106,11 @@ SUMMARY_SCHEMA = {
 }
 
 TITLE_LIMIT = 120  # characters; the column holds 200
+# The answer's bound, in tokens. A small model sometimes never closes the summary's string
+# (seen on the local lane: 7,000 tokens, fifteen minutes of a one-thread server, when the
+# run was stopped); its longest summary on the memory QA tune half is about 400 tokens.
+# An answer cut here is not JSON, so the topic keeps what it had.
+SUMMARY_MAX_TOKENS = 768
 
 # What one message may contribute to the transcript, in characters. A tool result is
 # evidence of what was done, rarely worth more than its gist; the user's and the
@@ -324,7 +329,10 @@ def generate_summary(
         session = topic.session if topic is not None else None
         model = get_chat_model("summary", session=session)
         answer = model.complete_json(
-            messages=call.messages, schema=SUMMARY_SCHEMA, schema_name="topic_summary"
+            messages=call.messages,
+            schema=SUMMARY_SCHEMA,
+            schema_name="topic_summary",
+            max_tokens=SUMMARY_MAX_TOKENS,
         )
         title, summary, include = parse_summary_answer(answer)
     except LLMError as err:

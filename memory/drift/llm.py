@@ -54,6 +54,8 @@ MODEL_FLOOR = -3.0
 
 LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
 LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
+# The verdict is about ten tokens; a model that keeps talking is cut off, not waited for.
+VERDICT_MAX_TOKENS = 48
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,10 @@ class LLMDriftDetector:
         ]
         try:
             answer = self.model.complete_json(
-                messages=messages, schema=DRIFT_SCHEMA, schema_name="drift_verdict"
+                messages=messages,
+                schema=DRIFT_SCHEMA,
+                schema_name="drift_verdict",
+                max_tokens=VERDICT_MAX_TOKENS,
             )
         except LLMError as err:
             logger.info("drift model call failed: %s", err)
