@@ -101,6 +101,9 @@ class FakeOpenAI:
         # ``required_key`` every request without ``Authorization: Bearer <it>`` gets 401.
         self.served_models: list[str] | None = None
         self.required_key: str | None = None
+        # A request's max_tokens cuts the answer, as real servers do; False: a server that
+        # ignores it, so what the client does with an overlong answer can be tested.
+        self.honours_max_tokens = True
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._call_count = 0
@@ -347,7 +350,8 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_completion(self, script: _Script, body: dict, raw: bytes) -> None:
-        script = _within_max_tokens(script, body)
+        if self.fake.honours_max_tokens:
+            script = _within_max_tokens(script, body)
         message: dict[str, Any] = {"role": "assistant", "content": script.content or None}
         if script.tool_calls:
             message["tool_calls"] = [
@@ -381,7 +385,8 @@ class _ChatHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        script = _within_max_tokens(script, body)
+        if self.fake.honours_max_tokens:
+            script = _within_max_tokens(script, body)
         chunks = _stream_chunks(script, model=body.get("model", ""), raw=raw)
         if not include_usage:
             chunks = [chunk for chunk in chunks if chunk["choices"]]

@@ -145,6 +145,7 @@ def test_a_badly_answered_capture_goes_through_the_checks_user_input_does(fake_o
         ]
     }
     raw = "Here you go:\n```json\n" + json.dumps(answer) + "\n```"  # fenced, with chatter
+    fake_openai.honours_max_tokens = False  # the capture call's bound is not kept
     answer_capture(fake_openai, raw=raw)
 
     summarize(session)
