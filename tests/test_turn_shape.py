@@ -14,9 +14,10 @@ from rest_framework.test import APIClient
 from memory.actions.context import assemble_context
 from memory.actions.turn import do_send_message
 from memory.lib.tool_words import BUILTIN_TOOL_NAMES
-from memory.llm.profiles import profile_for
+from memory.llm.profiles import SMALL_MEMORY_TOKENS, profile_for
 from memory.models import Message, Session, Topic
 from memory.text.intent import memory_action
+from tests.memory_builders import add_topic
 
 SMALL = "qwen2.5-coder-1.5b-instruct"
 
@@ -242,3 +243,47 @@ def test_a_deprecated_topic_is_never_quoted_as_live_in_recall_or_the_memory_bloc
     assert "St Aldhelm" not in sent  # the reversed one never is, in any block
     stack = assemble_context(session=session)
     assert f"[#{reversed_.pk}] [DEPRECATED] Wedding venue" in stack.messages[0]["content"]
+
+
+# --- the memory block a small model is given ------------------------------------------------
+
+
+def test_a_small_model_gets_the_newest_memory_within_its_budget_as_the_panels_show(
+    session, alice, agent, small, settings
+):
+    earlier = Session.objects.start(user=alice, agent=agent)
+    topics = [
+        add_topic(
+            earlier,
+            title=f"Decision {i}",
+            summary=f"Decision {i}, with its reasons: " + "details " * 50,
+            keep=True,
+            age_days=30 - i,
+            messages=2,
+        )
+        for i in range(8)
+    ]  # about 110 tokens each: the agent's 1,500 holds all, a small model's budget a few
+    small.reply_text("Noted.")
+
+    do_send_message(session=session, content="What did we decide?")
+
+    block = small.requests[0]["messages"][0]["content"]
+    given = [topic for topic in topics if f"[#{topic.pk}] Decision" in block]
+    assert 1 <= len(given) < len(topics)
+    assert given == topics[-len(given) :]  # the newest
+    client = APIClient()
+    client.force_authenticate(alice)
+    panel = client.get(f"/agents-api/sessions/{session.pk}/memory").json()
+    assert panel_ids(panel) == [topic.pk for topic in given]
+    assert panel["budget"] == SMALL_MEMORY_TOKENS and panel["used"] <= SMALL_MEMORY_TOKENS
+    assert len(panel["scope"]["entries"]) == len(topics)  # the scope keeps them all
+    inspected = client.get(f"/agents-api/sessions/{session.pk}/context").json()
+    assert [link["topic_id"] for link in inspected["memory_sources"]["kept"]] == panel_ids(panel)
+
+    settings.DRIFTLESS_MODEL_PROFILE = "capable"
+    stable = assemble_context(session=session).messages[0]["content"]
+    assert all(f"[#{topic.pk}] Decision" in stable for topic in topics)
+
+
+def panel_ids(panel: dict) -> list[int]:
+    return [entry["topic_id"] for entry in panel["entries"]]

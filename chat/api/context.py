@@ -7,10 +7,9 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from chat.api.scoping import owned_session_or_404
-from memory.actions.context import inspect_context
+from memory.actions.context import inspect_context, session_memory_block
 from memory.stores.consolidation import Scope
 from memory.stores.memory_sources import entry_sources
-from memory.stores.persistent import get_persistent_memory
 
 
 @extend_schema(
@@ -33,7 +32,7 @@ def session_context(request, session_id: int):
 
 def _sources(session) -> dict:
     """The session's persistent-memory entries as links, with where each came from."""
-    memory = get_persistent_memory(session=session)
+    memory = session_memory_block(session)
     every = memory.entries + memory.dropped
     sources = entry_sources(Scope.of_session(session), every)
 

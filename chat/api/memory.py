@@ -28,6 +28,7 @@ from chat.api.serializers import (
     TopicSerializer,
 )
 from memory.actions.consolidation import do_consolidate, do_undo_consolidation
+from memory.actions.context import session_memory_block
 from memory.actions.curation import do_user_curation
 from memory.actions.facts import (
     check_fact_value,
@@ -50,7 +51,6 @@ from memory.stores.memory_sources import (
 from memory.stores.notes import read_latest_notes
 from memory.stores.persistent import (
     PersistentMemory,
-    get_persistent_memory,
     scope_memory_entries,
     truncate_to_budget,
 )
@@ -160,7 +160,7 @@ def session_memory(request: Request, session_id: int) -> Response:
     entries = scope_memory_entries(session=session)
     scope = truncate_to_budget(entries, budget=session.agent.memory_token_budget)
     sources = entry_sources(Scope.of_session(session), entries)
-    own = get_persistent_memory(session=session)
+    own = session_memory_block(session)
     return Response({**_block(own, sources), "scope": _block(scope, sources)})
 
 

@@ -64,6 +64,7 @@ from memory.stores.facts import render_fact_lines
 from memory.stores.leases import turn_slots
 from memory.stores.messages import usage_totals
 from memory.stores.persistent import (
+    PersistentMemory,
     entry_cap,
     fit_summary,
     get_persistent_memory,
@@ -178,7 +179,7 @@ def assemble_context(
     )
     shape = turn_shape(profile or _answering_profile(session), _latest_user(window))
     tools = _tools(extra_tools) if shape.tools else []
-    memory = get_persistent_memory(session=session)
+    memory = session_memory_block(session, shape.profile)
     carried: list[dict] = [_entry_ref(entry) for entry in memory.entries]
     facts_text = _facts_text(active["facts"], active["provenance"], carried)
 
@@ -544,6 +545,14 @@ def _tool_results_text(window: list[dict]) -> str:
         for message in window
         if message["role"] == "tool"
     )
+
+
+def session_memory_block(session: Session, profile: ModelProfile | None = None) -> PersistentMemory:
+    """The persistent-memory block the session's answering model is given: the agent's
+    budget, capped by the model's profile (``profile``, default the session's)."""
+    profile = profile or _answering_profile(session)
+    budget = profile.memory_budget(session.agent.memory_token_budget)
+    return get_persistent_memory(session=session, budget=budget)
 
 
 def _answering_profile(session: Session) -> ModelProfile:

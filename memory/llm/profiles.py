@@ -14,7 +14,10 @@ Two kinds:
   more than they give (about 730 prompt tokens and five to six answers in 78 on the memory
   QA bench, docs/measurements.md), so a question turn goes out **lean**: no tool schemas,
   no tools block, memory delivered in context. A turn whose message asks for a memory
-  action (memory/text/intent.py) gets the tools.
+  action (memory/text/intent.py) gets the tools. Its persistent-memory block is capped at
+  ``SMALL_MEMORY_TOKENS`` (the newest records first): such a model's summaries are long and
+  vague, and it answers from one that names something near the question rather than from
+  the recalled passage that holds the answer (docs/measurements.md).
 
 ``DRIFTLESS_MODEL_PROFILE`` (``auto``, ``small`` or ``capable``) overrides the family's
 default for every model of the deployment.
@@ -28,6 +31,8 @@ from typing import Literal
 
 ProfileKind = Literal["small", "capable"]
 PROFILE_CHOICES = ("auto", "small", "capable")
+# The most approximate tokens of the persistent-memory block a small model is given.
+SMALL_MEMORY_TOKENS = 300
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,11 @@ class ModelProfile:
     def lean_questions(self) -> bool:
         """A question turn goes out without tool schemas."""
         return not self.tools_reliable
+
+    def memory_budget(self, agent_budget: int) -> int:
+        """The persistent-memory block's budget for this model: the agent's, at most
+        ``SMALL_MEMORY_TOKENS`` on a small model."""
+        return min(agent_budget, SMALL_MEMORY_TOKENS) if self.kind == "small" else agent_budget
 
     def as_dict(self) -> dict:
         return {**asdict(self), "lean_questions": self.lean_questions}

@@ -15,7 +15,7 @@ quote mark (memory/lib/text.py ``record_text``) and a title is one line, so no s
 text can start a line of the prompt: no forged ``##`` section, no forged record.
 
 The budget. The entries are capped at ``Agent.memory_token_budget`` approximate tokens
-with FIFO truncation: the oldest entries are dropped first and reported as dropped. No
+(a small model is given less: ``ModelProfile.memory_budget``) with FIFO truncation: the oldest entries are dropped first and reported as dropped. No
 entry may take more than ``1 / ENTRY_SHARE`` of the budget (:func:`entry_cap`: at least
 ``MIN_ENTRY_TOKENS``, at most the whole budget): a longer summary is clipped, with a
 visible marker saying how much was cut, so one oversized entry never empties the block
@@ -243,10 +243,13 @@ def _drop(scope_key: str) -> None:
     cache.delete(memory_cache_key(scope_key))
 
 
-def get_persistent_memory(*, session: Session) -> PersistentMemory:
-    """The block as ``session`` sees it: the scope's entries minus its own topics."""
+def get_persistent_memory(*, session: Session, budget: int | None = None) -> PersistentMemory:
+    """The block as ``session`` sees it: the scope's entries minus its own topics, within
+    ``budget`` (default: the agent's ``memory_token_budget``)."""
     rows = tuple(row for row in _scope_rows(session) if row[1] != session.pk)
-    return truncate_to_budget(rows, budget=session.agent.memory_token_budget)
+    return truncate_to_budget(
+        rows, budget=session.agent.memory_token_budget if budget is None else budget
+    )
 
 
 def truncate_to_budget(
