@@ -6,8 +6,8 @@ from django.core.cache import cache
 from memory.actions.curation import do_user_curation
 from memory.actions.digest import fallback_title
 from memory.actions.summarize import (
-    SUMMARY_PROMPT,
     SUMMARY_MAX_TOKENS,
+    SUMMARY_PROMPT,
     SUMMARY_SCHEMA,
     do_summarize_topic,
 )

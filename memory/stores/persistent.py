@@ -15,12 +15,13 @@ quote mark (memory/lib/text.py ``record_text``) and a title is one line, so no s
 text can start a line of the prompt: no forged ``##`` section, no forged record.
 
 The budget. The entries are capped at ``Agent.memory_token_budget`` approximate tokens
-(a small model is given less: ``ModelProfile.memory_budget``) with FIFO truncation: the oldest entries are dropped first and reported as dropped. No
-entry may take more than ``1 / ENTRY_SHARE`` of the budget (:func:`entry_cap`: at least
-``MIN_ENTRY_TOKENS``, at most the whole budget): a longer summary is clipped, with a
-visible marker saying how much was cut, so one oversized entry never empties the block
-(it leaves room for at least ``ENTRY_SHARE - 1`` others). The budget counts the
-entry lines; the block's short fixed header is not counted.
+(a small model is given less: ``ModelProfile.memory_budget``) with FIFO truncation: the
+oldest entries are dropped first and reported as dropped. No entry may take more than
+``1 / ENTRY_SHARE`` of the budget (:func:`entry_cap`: at least ``MIN_ENTRY_TOKENS``, at
+most the whole budget): a longer summary is clipped, with a visible marker saying how
+much was cut, so one oversized entry never empties the block (it leaves room for at
+least ``ENTRY_SHARE - 1`` others). The budget counts the entry lines; the block's short
+fixed header is not counted.
 
 The current session's own topics are left out of the block it sees. They are already in
 that session's semi-stable "earlier topics" part (the newest with summaries, the older and
