@@ -44,11 +44,9 @@ READS = {
     ("chat.api.memory", "memory.stores.notes"): {"read_latest_notes"},
     ("chat.api.memory", "memory.stores.persistent"): {
         "PersistentMemory",
-        "get_persistent_memory",
         "scope_memory_entries",
         "truncate_to_budget",
     },
-    ("chat.api.context", "memory.stores.persistent"): {"get_persistent_memory"},
 }
 
 
