@@ -14,7 +14,7 @@ from tests.memory_builders import add_messages, add_tool_round, add_topic
 # agent are the caller's), window (its rows with the topic's count), memory (miss), and
 # recall's for the latest message (memory/stores/recall/query.py): its statement timeout,
 # the messages with their topics and sessions (one statement, whatever the words), the
-# topics, the notes, the exchanges of its hits; recall by meaning
+# topics and the notes (one statement on PostgreSQL), the exchanges of its hits; recall by meaning
 # (memory/stores/recall/vectors.py): the scope's latest topics, the nearest ones' messages'
 # vectors (with what a hit shows of them: the messages found are built from those rows);
 # and, inside a test's transaction, a savepoint, its release and the timeout set back

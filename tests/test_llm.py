@@ -93,6 +93,25 @@ def test_it_sends_prompt_cache_key_in_the_request_body(fake_openai: FakeOpenAI):
     assert fake_openai.requests[0]["prompt_cache_key"] == "agent1:user2:org3"
 
 
+def test_it_sends_the_body_it_was_given_and_nothing_else(fake_openai: FakeOpenAI):
+    tools = [{"type": "function", "function": {"name": "notes", "parameters": {}}}]
+    stream = get_chat_model().stream(
+        messages=USER_HELLO, tools=tools, temperature=0.25, prompt_cache_key="agent1:user2:org3"
+    )
+    _drain(stream)
+
+    assert fake_openai.requests[0] == {
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": USER_HELLO,
+        "tools": tools,
+        "temperature": 0.25,
+        "prompt_cache_key": "agent1:user2:org3",
+        "max_tokens": 1024,  # the settings' reply limit
+    }
+
+
 def test_it_leaves_prompt_cache_key_out_when_not_given(fake_openai: FakeOpenAI):
     _drain(get_chat_model().stream(messages=USER_HELLO))
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
+from django.db import connection
+from django.db.models.expressions import RawSQL
 from rest_framework.test import APIClient
 
 import memory.actions.context as context_module
@@ -29,7 +31,10 @@ from memory.lib.tokens import estimate_tokens
 from memory.lib.tool_words import describe_tool_result
 from memory.llm import ToolCall
 from memory.models import Agent, MemoryState, Message, Notes, Session, Topic
+from memory.stores.recall import ranking
+from memory.stores.recall.query import topic_candidates
 from memory.stores.recall.ranking import (
+    RECALL_CANDIDATES,
     RECALL_MAX_HITS,
     RECALL_MAX_TERMS,
     RECALL_REPLY_CHARS,
@@ -37,6 +42,7 @@ from memory.stores.recall.ranking import (
     recall_terms,
     search_past_chats,
 )
+from memory.stores.search import TOPIC_VECTOR, _postgres
 from tests.conftest import make_user
 from tests.embedded import rerun_on_the_embedded_default
 from tests.evaluation_helpers import MarkerDetector, converse, summary_answer
@@ -194,6 +200,44 @@ def test_it_searches_topics_in_any_memory_state_and_archived_notes(session, alic
 
     assert church[0]["kind"] == "topic" and church[0]["memory_state"] == "deprecated"
     assert tenmoku[0]["kind"] == "notes" and tenmoku[0]["snippet"] == "Tenmoku dropped: it ran."
+
+
+@pytest.mark.parametrize("live_only", [False, True])
+def test_the_written_out_topic_and_notes_candidates_are_the_orms(session, alice, agent, live_only):
+    if connection.vendor != "postgresql":
+        pytest.skip("the statement is written out on PostgreSQL only")
+    other = Session.objects.start(user=alice, agent=agent)
+    fired = past_topic(other, title="Kiln firing", summary="Cone 6 GLAZE firing schedule")
+    plain = past_topic(other, title="Glazes")  # no summary
+    gone = past_topic(other, title="Kiln shelf", summary="the old glaze", deprecated=True)
+    past_topic(other, title="Invoices", summary="nothing about it")
+    Notes.objects.create(topic=plain, content="TENMOKU glaze ran", archived=True)
+    Notes.objects.create(topic=plain, content="")
+    Notes.objects.create(topic=gone, content="kiln 100% glazed_ware")
+    Notes.objects.create(topic=fired, content="invoice sent")
+    terms = recall_terms("glaze kiln tenmoku")
+    newest = ranking._newest_topics(
+        ranking._recent_sessions(ranking.recall_sessions(session=session)), None
+    )
+    topics = Topic.objects.filter(pk__in=RawSQL(*newest))
+    if live_only:
+        topics = topics.exclude(deprecated=True)
+    # What the ORM's two statements gave before they were written out.
+    by_orm = _postgres.matching_rows(
+        topics.select_related("session"), TOPIC_VECTOR, terms=terms, limit=RECALL_CANDIDATES
+    )
+    orm = [("topic", topic, f"{topic.title}\n{topic.summary}") for topic in by_orm]
+    orm += ranking._notes_candidates(topics, terms)
+
+    written = topic_candidates(
+        newest=newest, terms=terms, live_only=live_only, limit=RECALL_CANDIDATES
+    )
+
+    assert [(kind, row.pk, text) for kind, row, text in written] == [
+        (kind, row.pk, text) for kind, row, text in orm
+    ]
+    assert len(orm) == (3 if live_only else 5)
+    assert ranking._ranked_hits(written, terms) == ranking._ranked_hits(orm, terms)
 
 
 def test_it_leaves_out_the_current_topic_so_the_question_does_not_find_itself(session, earlier):

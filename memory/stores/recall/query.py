@@ -10,7 +10,8 @@ back through the GIN index that starts with the user too (``btree_gin``), stoppi
 many. Each candidate comes with its topic and session in the same statement. No term is
 counted over the scope per turn: how rare a term is, recall reads among the candidates
 (``bm25_ranked`` in memory/stores/recall/ranking.py). The messages around the hits (the
-other halves of their exchanges) are read here too, in one statement (``near_rows``).
+other halves of their exchanges) are read here too, in one statement (``near_rows``), and
+so are the candidates among the scope's newest topics and their notes (``topic_candidates``).
 
 The statement runs under ``RECALL_TIMEOUT_MS`` (``statement_timeout``, set locally, in a
 transaction of its own, with no JIT): past it, ``RecallTooSlow`` (a ``SearchError``), which the
@@ -27,7 +28,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models.expressions import RawSQL
 
 from memory.lib.errors import InvalidInput
-from memory.models import Message
+from memory.models import Message, Notes, Session, Topic
 from memory.stores.search import PG_CONFIG, SearchError
 
 logger = logging.getLogger(__name__)
@@ -178,3 +179,82 @@ def _in_scope(sessions, session_id: str) -> tuple[str, tuple]:
     session is in the scope (none otherwise)."""
     one = sessions.filter(pk=RawSQL(session_id, ())).order_by().values("pk")
     return one.query.sql_with_params()
+
+
+# A topic's words as the ORM's ``SearchVector("title", "summary")`` says them (search.py
+# ``TOPIC_VECTOR``).
+_TOPIC_WORDS = (
+    f"to_tsvector('{PG_CONFIG}', coalesce(t.title, '') || ' ' || coalesce(t.summary, ''))"
+)
+# The newest topics' candidates: those whose title or summary holds a term, by ``ts_rank``
+# as the ORM's ``SearchRank``; then the notes documents that hold one (any case), newest
+# first; each with its topic and session. ``newest``: the topics' ids (a statement).
+_CANDIDATES_SQL = f"""
+WITH newest AS MATERIALIZED ({{newest}}),
+q AS MATERIALIZED (SELECT to_tsquery('{PG_CONFIG}', %s) AS q)
+SELECT c.kind, c.id, c.content, c.updated_at, t.id, t.session_id, t.title, t.summary,
+    t.keep_in_memory, t.deprecated, t.created_at, s.created_at
+FROM (
+    (SELECT 0 AS kind, t.id AS topic_id, NULL::bigint AS id, NULL::text AS content,
+            NULL::timestamptz AS updated_at,
+            row_number() OVER (ORDER BY ts_rank({_TOPIC_WORDS}, q.q) DESC, t.id DESC) AS place
+        FROM memory_topic AS t, q
+        WHERE t.id IN (SELECT id FROM newest) AND {_TOPIC_WORDS} @@ q.q {{live}}
+        ORDER BY place LIMIT {{limit}})
+    UNION ALL
+    (SELECT 1, n.topic_id, n.id, n.content, n.updated_at, row_number() OVER (ORDER BY n.id DESC)
+        FROM memory_notes AS n JOIN memory_topic AS t ON t.id = n.topic_id
+        WHERE n.topic_id IN (SELECT id FROM newest) AND n.content <> '' AND ({{words}}) {{live}}
+        ORDER BY 6 LIMIT {{limit}})) AS c
+JOIN memory_topic AS t ON t.id = c.topic_id
+JOIN memory_session AS s ON s.id = t.session_id
+ORDER BY c.kind, c.place"""
+
+
+def topic_candidates(
+    *, newest: tuple[str, tuple], terms: list[str], live_only: bool, limit: int
+) -> list[tuple[str, Topic | Notes, str]]:
+    """Recall's candidates among the ``newest`` topics (their ids: a statement and its
+    parameters), in one statement: up to ``limit`` topics whose title or summary holds
+    one of ``terms`` (prefixes), best first, as ``("topic", topic, its title and
+    summary)``; then up to ``limit`` notes documents that hold one (any case), newest
+    first, as ``("notes", notes, its text)``; the deprecated topics left out with
+    ``live_only``. Each row carries the fields a hit shows (its topic and session
+    loaded with it). Written out: built by the ORM, the two statements cost a recall
+    more CPU than running them (issue 43)."""
+    newest_sql, newest_params = newest
+    words = " OR ".join(["UPPER(n.content) LIKE UPPER(%s)"] * len(terms))
+    live = "AND NOT t.deprecated" if live_only else ""
+    sql = _CANDIDATES_SQL.format(newest=newest_sql, live=live, words=words, limit=limit)
+    likes = [f"%{connection.ops.prep_for_like_query(term)}%" for term in terms]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*newest_params, " | ".join(f"{term}:*" for term in terms), *likes])
+        rows = cursor.fetchall()
+    found: list[tuple[str, Topic | Notes, str]] = []
+    for kind, pk, content, updated_at, topic_id, session_id, *topic_fields, session_at in rows:
+        title, summary, keep_in_memory, deprecated, created_at = topic_fields
+        topic = _loaded(
+            Topic,
+            id=topic_id,
+            session_id=session_id,
+            title=title,
+            summary=summary,
+            keep_in_memory=keep_in_memory,
+            deprecated=deprecated,
+            created_at=created_at,
+        )
+        topic.session = _loaded(Session, id=session_id, created_at=session_at)
+        if kind == 0:
+            found.append(("topic", topic, f"{title}\n{summary}"))
+        else:
+            notes = _loaded(Notes, id=pk, topic_id=topic_id, content=content, updated_at=updated_at)
+            notes.topic = topic
+            found.append(("notes", notes, content))
+    return found
+
+
+def _loaded(model, **values):
+    """An instance of ``model`` as the ORM loads one with only ``values``' fields (the
+    others deferred: read from the database if ever asked for)."""
+    names = [field.attname for field in model._meta.concrete_fields if field.attname in values]
+    return model.from_db(connection.alias, names, [values[name] for name in names])

@@ -46,7 +46,12 @@ from django.utils import timezone
 from memory.lib.errors import InvalidInput
 from memory.lib.text import one_line, shown_topic_title
 from memory.models import Message, Notes, Organization, Session, Topic
-from memory.stores.recall.query import near_rows, scoped_messages, time_limited_recall
+from memory.stores.recall.query import (
+    near_rows,
+    scoped_messages,
+    time_limited_recall,
+    topic_candidates,
+)
 from memory.stores.recall.vectors import fuse, vector_messages
 from memory.stores.search import (
     _WORD,
@@ -189,8 +194,6 @@ def search_past_chats(
         # through the messages' index).
         recent = _recent_sessions(sessions)
         newest = _newest_topics(recent, exclude_topic_id)
-        if live_only:
-            newest = newest.exclude(deprecated=True)
         by_meaning: set[int] = set()
         if messages_first and settings.RECALL_BY_MEANING:  # the context's passages: hybrid
             nearest = vector_messages(
@@ -204,8 +207,16 @@ def search_past_chats(
             by_meaning = set(nearest.ids)
             found = fuse(found, nearest, shown=limit)
         candidates = [("message", message, message.content) for message in found]
-        candidates += _topic_candidates(newest, terms)
-        candidates += _notes_candidates(newest, terms)
+        if connection.vendor == "postgresql":  # the topics' and the notes': one statement
+            candidates += topic_candidates(
+                newest=newest, terms=terms, live_only=live_only, limit=RECALL_CANDIDATES
+            )
+        else:
+            topics = Topic.objects.filter(pk__in=RawSQL(*newest))
+            if live_only:
+                topics = topics.exclude(deprecated=True)
+            candidates += _topic_candidates(topics, terms)
+            candidates += _notes_candidates(topics, terms)
     hits = _ranked_hits(candidates, terms, keep=by_meaning)
     if messages_first:  # a stable sort: the topics and notes keep their order, after them
         position = {message.pk: index for index, message in enumerate(found)}
@@ -232,18 +243,17 @@ def _recent_sessions(sessions):
     return sessions.order_by("-pk").values("pk")[:TOPICS_SEARCHED]
 
 
-def _newest_topics(recent, exclude_topic_id: int | None):
-    """The scope's newest ``TOPICS_SEARCHED`` topics, from its ``recent`` sessions
-    (``_recent_sessions``). Their ids are written out around ``recent``'s statement,
-    compiled once here: built by the ORM, the filter on a sliced subquery of a subquery
-    cost a turn more CPU than running it, and each statement using it compiled it again
-    (issue 43)."""
+def _newest_topics(recent, exclude_topic_id: int | None) -> tuple[str, tuple]:
+    """The statement (and its parameters) of the ids of the scope's newest
+    ``TOPICS_SEARCHED`` topics, from its ``recent`` sessions (``_recent_sessions``). Written
+    out around ``recent``'s statement, compiled once here: built by the ORM, the filter on a
+    sliced subquery of a subquery cost a turn more CPU than running it (issue 43)."""
     sessions, params = recent.query.sql_with_params()
     newest = (
         f"SELECT t.id FROM memory_topic AS t WHERE t.session_id IN ({sessions}) AND t.id <> %s "
         f"ORDER BY t.id DESC LIMIT {TOPICS_SEARCHED}"
     )
-    return Topic.objects.filter(pk__in=RawSQL(newest, (*params, exclude_topic_id or 0)))
+    return newest, (*params, exclude_topic_id or 0)
 
 
 def indexed_messages(messages, *, terms: list[str], limit: int) -> list[Message]:
@@ -328,11 +338,8 @@ def _matching_ids(rows, vector, sqlite_table: str, terms: list[str], limit: int)
 
 
 def _topic_candidates(topics, terms: list[str]):
-    if connection.vendor == "postgresql":  # with their sessions, in one statement
-        found = _postgres.matching_rows(
-            topics.select_related("session"), TOPIC_VECTOR, terms=terms, limit=RECALL_CANDIDATES
-        )
-        return [("topic", topic, f"{topic.title}\n{topic.summary}") for topic in found]
+    """The topics of ``topics`` that hold any term, best first, with their sessions (SQLite;
+    PostgreSQL: ``topic_candidates``)."""
     ids = _matching_ids(topics, TOPIC_VECTOR, "memory_topic_search", terms, RECALL_CANDIDATES)
     found = Topic.objects.select_related("session").in_bulk(ids)
     return [
@@ -342,7 +349,7 @@ def _topic_candidates(topics, terms: list[str]):
 
 def _notes_candidates(topics, terms: list[str]):
     """Notes have no index: the few documents of ``topics`` are matched word by word, any
-    term."""
+    term (SQLite; PostgreSQL: ``topic_candidates``)."""
     matches = Q()
     for term in terms:
         matches |= Q(content__icontains=term)
