@@ -127,7 +127,7 @@ def script_failure(fake_openai, settings, failure):
         settings.LLM_TIMEOUT_SECONDS = 1.0
         fake_openai.hang(3)
     elif failure == "never-ends":  # a small model that never closes the summary's string
-        fake_openai.reply_json(summary_answer(summary="Billing ledger, " * 400, keep=True))
+        fake_openai.reply_json(summary_answer(summary="Ledger: " + "ok " * 1600, keep=True))
 
 
 @pytest.mark.parametrize(

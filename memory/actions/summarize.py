@@ -108,9 +108,10 @@ SUMMARY_SCHEMA = {
 TITLE_LIMIT = 120  # characters; the column holds 200
 # The answer's bound, in tokens. A small model sometimes never closes the summary's string
 # (seen on the local lane: 7,000 tokens, fifteen minutes of a one-thread server, when the
-# run was stopped); its longest summary on the memory QA tune half is about 400 tokens.
-# An answer cut here is not JSON, so the topic keeps what it had.
-SUMMARY_MAX_TOKENS = 768
+# run was stopped); its longest summary on the memory QA tune half is about 400 tokens,
+# and a model that reasons first (memory/llm/output.py) spends its tokens there too. An
+# answer cut here is not JSON, so the topic keeps what it had.
+SUMMARY_MAX_TOKENS = 1536
 
 # What one message may contribute to the transcript, in characters. A tool result is
 # evidence of what was done, rarely worth more than its gist; the user's and the

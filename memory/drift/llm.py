@@ -54,8 +54,9 @@ MODEL_FLOOR = -3.0
 
 LLM_CONTEXT_TURNS = 10  # turns shown before the window, so the model knows the old subject
 LLM_TURN_CHARS = 600  # a long turn is cut to this many characters in the drift prompt
-# The verdict is about ten tokens; a model that keeps talking is cut off, not waited for.
-VERDICT_MAX_TOKENS = 48
+# The verdict is about ten tokens, after a reasoning block on a model that reasons first;
+# a model that keeps talking is cut off, not waited for.
+VERDICT_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
