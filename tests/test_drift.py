@@ -75,7 +75,8 @@ def test_a_failed_model_call_means_no_drift(fake_openai, failure):
     if failure == "garbage":
         fake_openai.reply_raw_content("drifted: yes")
     elif failure == "never-ends":  # a small model that keeps talking is cut off
-        fake_openai.reply_raw_content('{"drifted": true, "start": 6, "why": "' + "so " * 600)
+        why = "so " * 600  # whole, a valid answer that forks; cut at the bound, no JSON
+        fake_openai.reply_raw_content('{"drifted": true, "start": 6, "why": "' + why + '"}')
     else:
         fake_openai.fail(500)
 

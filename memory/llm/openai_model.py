@@ -132,9 +132,8 @@ class OpenAIChatModel:
             request["temperature"] = temperature
         if self._reply_max_tokens:
             request["max_tokens"] = self._reply_max_tokens
-        if prompt_cache_key:
-            # Sent as a raw body field: servers that do not know it ignore it.
-            request["extra_body"] = {"prompt_cache_key": prompt_cache_key}
+        if prompt_cache_key:  # servers that do not know it ignore it
+            request["prompt_cache_key"] = prompt_cache_key
         return self._streamed(request)
 
     def complete_json(
@@ -186,7 +185,6 @@ class OpenAIChatModel:
         # (``get_type_hints`` on every message's union of TypedDicts, each call) cost a
         # returning user's turn about 1 ms of CPU (issue 43).
         body = {"stream_options": {"include_usage": True}, **request}
-        body.update(body.pop("extra_body", {}))
         request = {"model": self.name, "stream": True, "messages": [], "extra_body": body}
         assembly = _StreamAssembly(model=self.name)
         guard = _IdleGuard(self._timeouts.idle)
